@@ -1,0 +1,43 @@
+# MARLForge: `make up` starts the service with embedded defaults, `make test` runs the whole suite.
+# Both create .venv and install the project (all three backends) from pyproject.toml first.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+EXTRAS := torch,tensorflow,mindspore,dev
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: install up test test-fast lint typecheck chromium benchmarks clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+install: $(STAMP)
+
+## Start the API on http://127.0.0.1:8000 and one local worker (SQLite + embedded broker under ./var).
+up: install
+	$(BIN)/marlforge up
+
+## The whole test suite (PostgreSQL and Redis from MARLFORGE_TEST_* or the local defaults).
+test: install chromium
+	$(BIN)/python -m pytest
+
+## Everything but the slow tests.
+test-fast: install
+	$(BIN)/python -m pytest -m "not slow"
+
+lint: install
+	$(BIN)/ruff check api core workers learners tests benchmarks
+
+typecheck: install
+	$(BIN)/mypy api core workers learners
+
+## Debian's Chromium for the dashboard tests (never a downloaded browser build).
+chromium:
+	./scripts/install-chromium.sh
+
+clean:
+	rm -rf $(VENV) var .pytest_cache

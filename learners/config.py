@@ -1,0 +1,44 @@
+"""The base of every algorithm's hyperparameter class.
+
+Each algorithm has one typed, frozen config class (``learners/algorithms/<name>.py``). The API schema,
+the worker and every backend use that same class: the API validates a spec's ``hyperparameters``
+against it, the stored spec holds it with every default filled in, and the learners read it.
+
+A field's docstring is its description (pydantic's ``use_attribute_docstrings``), so the catalogue
+the API serves and the dashboard's form show exactly what the code says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Self
+
+from pydantic import BaseModel, ConfigDict
+
+
+class AlgorithmConfig(BaseModel):
+    """Hyperparameters of one algorithm. Subclasses declare fields with a docstring each."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        use_attribute_docstrings=True,
+        strict=False,
+        validate_default=True,
+    )
+
+    # Defaults that differ per environment, keyed by env id (or "suite:*" for a whole suite).
+    # They are applied before the user's values, so a user can still override each of them.
+    env_defaults: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
+
+    @classmethod
+    def defaults_for(cls, suite: str, env_id: str) -> dict[str, Any]:
+        """The per-environment defaults for ``env_id`` (an exact id wins over a suite wildcard)."""
+        merged: dict[str, Any] = dict(cls.env_defaults.get(f"{suite}:*", {}))
+        merged.update(cls.env_defaults.get(env_id, {}))
+        return merged
+
+    @classmethod
+    def resolve(cls, suite: str, env_id: str, given: Mapping[str, Any]) -> Self:
+        """Validate ``given`` over the environment's defaults; raises pydantic's ValidationError."""
+        return cls.model_validate({**cls.defaults_for(suite, env_id), **given})

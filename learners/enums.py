@@ -1,0 +1,38 @@
+"""The closed vocabularies of MARLForge, defined once and used by the API, the worker and the learners."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Algorithm(StrEnum):
+    """A learning algorithm. Variants (IPPO vs MAPPO critic, OW vs CW weighting) come from config."""
+
+    IPPO = "ippo"
+    MAPPO = "mappo"
+    MADDPG = "maddpg"
+    WQMIX = "wqmix"
+    DDPG = "ddpg"
+
+
+class Backend(StrEnum):
+    """A deep-learning framework that runs a learner's math."""
+
+    TORCH = "torch"
+    TENSORFLOW = "tensorflow"
+    MINDSPORE = "mindspore"
+
+
+class EnvSuite(StrEnum):
+    """A family of environments with one adapter each."""
+
+    GYMNASIUM = "gymnasium"
+    MPE = "mpe"
+
+
+class Device(StrEnum):
+    """Where a run computes. ``auto`` takes CUDA when the worker has it; ``cuda`` never falls back."""
+
+    AUTO = "auto"
+    CPU = "cpu"
+    CUDA = "cuda"

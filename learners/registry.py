@@ -1,0 +1,82 @@
+"""The catalogue: which algorithms exist, their config classes, and which backends are built.
+
+This is data, read by the API (to validate specs and serve ``/v1/algorithms``), by the worker (to
+find the learner class) and by the tests (which are parametrised over it, so a new algorithm or
+backend is covered without new test code). Learner classes are named by import path and imported
+only when a run asks for them, so reading the catalogue never imports a deep-learning framework.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from learners.algorithms.ddpg import DDPGConfig
+from learners.config import AlgorithmConfig
+from learners.enums import Algorithm, Backend, EnvSuite
+
+
+class ActionKind(StrEnum):
+    """The action spaces an algorithm can act in."""
+
+    CONTINUOUS = "continuous"
+    DISCRETE = "discrete"
+
+
+@dataclass(frozen=True)
+class AlgorithmEntry:
+    """One algorithm in the catalogue."""
+
+    algorithm: Algorithm
+    title: str
+    summary: str
+    config: type[AlgorithmConfig]
+    multi_agent: bool
+    suites: frozenset[EnvSuite]
+    action_kinds: frozenset[ActionKind]
+    # backend -> "module:Class" of the learner; a backend appears here only once it is built.
+    learners: dict[Backend, str] = field(default_factory=dict)
+
+    @property
+    def backends(self) -> frozenset[Backend]:
+        """The backends this algorithm is built for."""
+        return frozenset(self.learners)
+
+    def learner_class(self, backend: Backend) -> Any:
+        """Import and return the learner class for ``backend`` (imports that framework)."""
+        module, _, name = self.learners[backend].partition(":")
+        return getattr(importlib.import_module(module), name)
+
+
+_ENTRIES: dict[Algorithm, AlgorithmEntry] = {
+    Algorithm.DDPG: AlgorithmEntry(
+        algorithm=Algorithm.DDPG,
+        title="DDPG",
+        summary="Deep deterministic policy gradient (Lillicrap et al., 2016) for one agent with "
+        "continuous actions: a deterministic actor, a Q critic, target networks with soft updates "
+        "and Gaussian exploration noise.",
+        config=DDPGConfig,
+        multi_agent=False,
+        suites=frozenset({EnvSuite.GYMNASIUM}),
+        action_kinds=frozenset({ActionKind.CONTINUOUS}),
+        learners={Backend.TORCH: "learners.backends.torch.ddpg:TorchDDPG"},
+    ),
+}
+
+
+def entry(algorithm: Algorithm | str) -> AlgorithmEntry:
+    """The catalogue entry of ``algorithm``; KeyError if it is not an algorithm."""
+    return _ENTRIES[Algorithm(algorithm)]
+
+
+def entries() -> Iterator[AlgorithmEntry]:
+    """Every algorithm in the catalogue, in the order of ``Algorithm``."""
+    return (e for a in Algorithm if (e := _ENTRIES.get(a)) is not None)
+
+
+def built_pairs() -> list[tuple[Algorithm, Backend]]:
+    """Every (algorithm, backend) pair that can run, for tests parametrised over the registry."""
+    return [(e.algorithm, b) for e in entries() for b in Backend if b in e.backends]

@@ -1,0 +1,169 @@
+"""The experiment spec: the product's main interface, validated once and shared by API and worker.
+
+``parse_spec`` turns untrusted JSON into a frozen ``ExperimentSpec`` with every default filled in, or
+raises ``SpecError`` listing each bad field by its dotted path (``hyperparameters.tau``,
+``env.kwargs.N``) and the reason. Nothing here imports a deep-learning framework.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+
+from learners.config import AlgorithmConfig
+from learners.enums import Algorithm, Backend, Device, EnvSuite
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One reason a spec was refused: the dotted path of the field and a sentence for a person."""
+
+    field: str
+    reason: str
+
+
+class SpecError(ValueError):
+    """A spec that cannot run; ``errors`` names every field at fault."""
+
+    def __init__(self, errors: Sequence[FieldError]) -> None:
+        self.errors = list(errors)
+        super().__init__("; ".join(f"{e.field}: {e.reason}" for e in self.errors))
+
+
+_STRICT = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+
+class EnvSpec(BaseModel):
+    """Which environment to train on and how many copies to step together."""
+
+    model_config = _STRICT
+
+    suite: EnvSuite
+    """The environment family: ``gymnasium`` or ``mpe`` (mpe2, PettingZoo parallel API)."""
+    id: str = Field(min_length=1, max_length=100)
+    """The environment id, e.g. ``Pendulum-v1`` or ``simple_spread_v3``."""
+    num_envs: int = Field(default=1, ge=1, le=256)
+    """How many copies of the environment step in lockstep, batched into one array."""
+    kwargs: dict[str, JsonValue] = Field(default_factory=dict)
+    """Keyword arguments for the environment's own constructor (mpe2's ``N``, Pendulum's ``g``...)."""
+
+
+class EvaluationSpec(BaseModel):
+    """Periodic evaluation of the deterministic (greedy) policy on separate environments."""
+
+    model_config = _STRICT
+
+    every_steps: int = Field(default=5000, ge=1)
+    """Evaluate after every this many environment steps (and once at the end)."""
+    episodes: int = Field(default=5, ge=1, le=1000)
+    """How many episodes each evaluation runs; ``eval/episode_return`` is their mean."""
+
+
+class CheckpointSpec(BaseModel):
+    """How often the learner's full state is saved, and how many checkpoints are kept."""
+
+    model_config = _STRICT
+
+    every_steps: int = Field(default=5000, ge=1)
+    """Save a checkpoint after every this many environment steps (and once at the end)."""
+    keep_last: int = Field(default=3, ge=1, le=1000)
+    """Keep only the newest this many checkpoints; older files are deleted."""
+
+
+class SpecEnvelope(BaseModel):
+    """The spec as submitted, before the algorithm-specific checks; ``hyperparameters`` is raw."""
+
+    model_config = _STRICT
+
+    name: str = Field(min_length=1, max_length=200)
+    """A label for people; not unique."""
+    algorithm: Algorithm
+    """The learning algorithm (see ``GET /v1/algorithms``)."""
+    backend: Backend
+    """The deep-learning framework that runs it."""
+    env: EnvSpec
+    """The environment."""
+    total_steps: int = Field(gt=0, le=1_000_000_000)
+    """The training budget in environment steps, counted over all parallel envs."""
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    """Seeds the networks, the exploration and the environments: the same spec trains the same way."""
+    device: Device = Device.AUTO
+    """``auto`` uses CUDA when the worker has it; ``cuda`` fails the run on a worker without a GPU."""
+    hyperparameters: dict[str, Any] = Field(default_factory=dict)
+    """Values for the algorithm's config class; omitted ones take its (per-environment) defaults."""
+    evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
+    """Periodic evaluation."""
+    checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
+    """Periodic checkpoints."""
+
+
+class ExperimentSpec(SpecEnvelope):
+    """A validated spec: the pair is built, the env exists and takes its kwargs, and
+    ``hyperparameters`` holds the algorithm's full config with defaults filled in."""
+
+    def config(self) -> AlgorithmConfig:
+        """The typed, frozen config this spec's hyperparameters describe."""
+        from learners.registry import entry
+
+        return entry(self.algorithm).config.model_validate(self.hyperparameters)
+
+
+def _dotted(prefix: str, loc: Sequence[int | str]) -> str:
+    parts = [prefix] if prefix else []
+    parts.extend(str(p) for p in loc)
+    return ".".join(parts) or "body"
+
+
+def errors_from_validation(exc: ValidationError, prefix: str = "") -> list[FieldError]:
+    """Pydantic's errors as ``FieldError``s, their locations under ``prefix``."""
+    return [FieldError(_dotted(prefix, e["loc"]), e["msg"]) for e in exc.errors()]
+
+
+def parse_spec(data: Mapping[str, Any]) -> ExperimentSpec:
+    """Validate a submitted spec completely, or raise ``SpecError`` naming every bad field."""
+    from learners.envs.catalogue import validate_env
+    from learners.registry import entry
+
+    if not isinstance(data, Mapping):
+        raise SpecError([FieldError("body", "the spec must be a JSON object")])
+    try:
+        envelope = SpecEnvelope.model_validate(dict(data))
+    except ValidationError as exc:
+        raise SpecError(errors_from_validation(exc)) from None
+
+    errors: list[FieldError] = []
+    algo = entry(envelope.algorithm)
+    if envelope.backend not in algo.backends:
+        built = ", ".join(sorted(algo.backends)) or "none"
+        errors.append(
+            FieldError(
+                "backend",
+                f"{envelope.algorithm} is not built for the {envelope.backend} backend yet "
+                f"(built: {built})",
+            )
+        )
+    if envelope.env.suite not in algo.suites:
+        errors.append(
+            FieldError(
+                "env.suite",
+                f"{envelope.algorithm} does not train on {envelope.env.suite} environments "
+                f"(supported: {', '.join(sorted(algo.suites))})",
+            )
+        )
+    errors.extend(validate_env(envelope.env.suite, envelope.env.id, envelope.env.kwargs, algo))
+
+    hyperparameters: dict[str, Any] = {}
+    try:
+        cfg = algo.config.resolve(envelope.env.suite, envelope.env.id, envelope.hyperparameters)
+        hyperparameters = cfg.model_dump(mode="json")
+    except ValidationError as exc:
+        errors.extend(errors_from_validation(exc, "hyperparameters"))
+
+    if errors:
+        raise SpecError(errors)
+    return ExperimentSpec.model_validate(
+        {**envelope.model_dump(mode="json"), "hyperparameters": hyperparameters}
+    )
