@@ -1,0 +1,76 @@
+"""The FastAPI application: ``uvicorn --factory api.app:create_app`` (``marlforge api`` does this)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.deps import Services
+from api.errors import install_error_handlers
+from api.routes import artifacts, catalogue, experiments, health
+from core.db import make_engine, make_session_factory
+from core.queue import CeleryDispatcher, Dispatcher
+from core.settings import Settings, get_settings
+from core.storage import ArtifactStorage
+from learners.spec import SpecEnvelope
+
+DESCRIPTION = """Training-as-a-service for multi-agent reinforcement learning.
+
+Submit an experiment spec; a worker of its backend trains it; read its progress and metrics and
+download its checkpoints. Every error is `{"error": {"code", "message", "fields"}}`.
+"""
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    session_factory: sessionmaker[Session] | None = None,
+    dispatcher: Dispatcher | None = None,
+    storage: ArtifactStorage | None = None,
+) -> FastAPI:
+    """The API for ``settings`` (the environment's by default); tests pass their own parts."""
+    settings = settings or get_settings()
+    owned_engine = None
+    if session_factory is None:
+        owned_engine = make_engine(settings.database_url)
+        session_factory = make_session_factory(owned_engine)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        if owned_engine is not None:
+            owned_engine.dispose()
+
+    app = FastAPI(title="MARLForge", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app.state.services = Services(
+        settings=settings,
+        session_factory=session_factory,
+        dispatcher=dispatcher or CeleryDispatcher(settings),
+        storage=storage or ArtifactStorage(settings.artifacts_dir),
+    )
+    install_error_handlers(app)
+    for router in (experiments.router, artifacts.router, catalogue.router, health.router):
+        app.include_router(router)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    # The spec body is parsed by hand (so that a non-JSON body and every spec error share one
+    # error shape); publish its schema so clients still see what to send.
+    if app.openapi_schema is None:
+        schema = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
+        spec_schema = SpecEnvelope.model_json_schema(ref_template="#/components/schemas/{model}")
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for name, definition in spec_schema.pop("$defs", {}).items():
+            components.setdefault(name, definition)
+        components[experiments.SPEC_SCHEMA_NAME] = spec_schema
+        app.openapi_schema = schema
+    return app.openapi_schema

@@ -1,0 +1,144 @@
+"""One JSON shape for every error the API returns.
+
+``{"error": {"code": "...", "message": "...", "fields": [{"field": "...", "reason": "..."}]}}``:
+``code`` is stable (clients branch on it), ``message`` is for people, and ``fields`` names each
+bad field of a request by its dotted path. FastAPI's own validation errors, a body that is not
+JSON, unknown routes and unexpected failures all come out in this shape.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from core.errors import BrokerUnavailable, Conflict, NotFound, ServiceError
+
+log = logging.getLogger(__name__)
+
+
+class FieldProblem(BaseModel):
+    """One bad field of a request."""
+
+    field: str = Field(description="Dotted path of the field, e.g. `hyperparameters.tau`.")
+    reason: str = Field(description="Why the value was refused.")
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong."""
+
+    code: str = Field(description="Stable machine-readable code, e.g. `invalid_spec`.")
+    message: str = Field(description="A sentence for people.")
+    fields: list[FieldProblem] = Field(default_factory=list, description="The fields at fault.")
+
+
+class ErrorResponse(BaseModel):
+    """The body of every error response."""
+
+    error: ErrorDetail
+
+
+class ApiError(Exception):
+    """An error response raised from a route or dependency."""
+
+    def __init__(
+        self,
+        status_code: int,
+        code: str,
+        message: str,
+        fields: Sequence[FieldProblem] = (),
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.detail = ErrorDetail(code=code, message=message, fields=list(fields))
+        self.headers = headers
+
+
+_SERVICE_STATUS: dict[type[ServiceError], int] = {NotFound: 404, Conflict: 409, BrokerUnavailable: 503}
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "too_large", 415: "unsupported"}
+
+
+def error_json(status_code: int, detail: ErrorDetail, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The response for ``detail``."""
+    return JSONResponse(
+        ErrorResponse(error=detail).model_dump(mode="json"), status_code=status_code, headers=headers
+    )
+
+
+def _field_of(loc: Sequence[Any]) -> str:
+    # ("body", "env", "id") -> "env.id"; ("query", "limit") -> "limit".
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in {"body", "query", "path", "header"}:
+        parts = parts[1:]
+    return ".".join(parts) or "body"
+
+
+async def _api_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return error_json(exc.status_code, exc.detail, exc.headers)
+
+
+async def _service_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ServiceError)
+    status = next((s for t, s in _SERVICE_STATUS.items() if isinstance(exc, t)), 400)
+    return error_json(status, ErrorDetail(code=exc.code, message=exc.message))
+
+
+async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = list(exc.errors())
+    if any(e.get("type") == "json_invalid" for e in errors):
+        detail = ErrorDetail(code="invalid_json", message="the request body is not valid JSON",
+                             fields=[FieldProblem(field="body", reason="not valid JSON")])
+        return error_json(400, detail)
+    fields = [FieldProblem(field=_field_of(e.get("loc", ())), reason=str(e.get("msg", "")))
+              for e in errors]
+    message = "; ".join(f"{f.field}: {f.reason}" for f in fields) or "invalid request"
+    return error_json(422, ErrorDetail(code="invalid_request", message=message, fields=fields))
+
+
+async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
+    detail = ErrorDetail(code=code, message=str(exc.detail))
+    return error_json(exc.status_code, detail, dict(exc.headers) if exc.headers else None)
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    detail = ErrorDetail(code="internal_error", message="an unexpected error occurred")
+    return error_json(500, detail)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Route every error through the one JSON shape."""
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(ServiceError, _service_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)
+
+
+# For the OpenAPI ``responses=`` of each route.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse, "description": text}
+    for code, text in {
+        400: "The body is not JSON.",
+        404: "No such experiment or checkpoint.",
+        409: "The experiment's status does not allow this.",
+        422: "A field is invalid; `error.fields` names it.",
+        503: "The broker is unreachable.",
+    }.items()
+}
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI descriptions of these error statuses."""
+    return {c: ERROR_RESPONSES[c] for c in codes}

@@ -1,0 +1,109 @@
+"""A run's outputs: metric series and checkpoint files."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import FileResponse
+from starlette.responses import MalformedRangeHeader, RangeNotSatisfiable
+
+from api.deps import ExperimentId, ServicesDep, SessionDep
+from api.errors import ApiError, error_responses
+from api.schemas import CheckpointList, CheckpointOut, MetricPage, MetricPointOut
+from core import experiments as service
+from core.repositories import CheckpointRepository, MetricRepository
+
+router = APIRouter(prefix="/v1/experiments", tags=["artifacts"])
+
+
+@router.get(
+    "/{experiment_id}/metrics",
+    response_model=MetricPage,
+    summary="Read metric points",
+    description="Points `{step, wall_time, name, value}` ordered by step then name. Page with "
+    "`after_step` (the previous page's `next_after_step`); `names` is a comma-separated list.",
+    responses=error_responses(404, 422),
+)
+def get_metrics(
+    experiment_id: ExperimentId,
+    session: SessionDep,
+    names: Annotated[str | None, Query(description="Comma-separated metric names.")] = None,
+    after_step: Annotated[int | None, Query(ge=-1, description="Only points after this step.")] = None,
+    limit: Annotated[int, Query(ge=1, le=10000, description="Page size (in points).")] = 1000,
+) -> MetricPage:
+    service.get(session, experiment_id)
+    wanted = [n.strip() for n in (names or "").split(",") if n.strip()]
+    rows, next_after = MetricRepository(session).page(experiment_id, wanted, after_step, limit)
+    return MetricPage(items=[MetricPointOut.of(r) for r in rows], next_after_step=next_after)
+
+
+@router.get(
+    "/{experiment_id}/checkpoints",
+    response_model=CheckpointList,
+    summary="List checkpoints",
+    description="The kept checkpoints (the newest `checkpoint.keep_last`), oldest first.",
+    responses=error_responses(404),
+)
+def list_checkpoints(experiment_id: ExperimentId, session: SessionDep) -> CheckpointList:
+    service.get(session, experiment_id)
+    rows = CheckpointRepository(session).list(experiment_id)
+    return CheckpointList(items=[CheckpointOut.of(r) for r in rows])
+
+
+@router.head(
+    "/{experiment_id}/checkpoints/{checkpoint_id}/file",
+    include_in_schema=False,
+    response_class=FileResponse,
+)
+@router.get(
+    "/{experiment_id}/checkpoints/{checkpoint_id}/file",
+    response_class=FileResponse,
+    summary="Download a checkpoint",
+    description="The file, streamed, with `Content-Length`, an `ETag` that is its SHA-256 "
+    "(`If-None-Match` gives 304) and byte `Range` requests (206).",
+    responses={
+        200: {"content": {"application/octet-stream": {}}, "description": "The file."},
+        206: {"description": "The requested byte range."},
+        304: {"description": "The client's copy (`If-None-Match`) is current."},
+        **error_responses(404),
+        416: {"description": "The range is outside the file."},
+    },
+)
+def download_checkpoint(
+    experiment_id: ExperimentId,
+    checkpoint_id: str,
+    request: Request,
+    session: SessionDep,
+    services: ServicesDep,
+) -> Response:
+    row = CheckpointRepository(session).get(experiment_id, checkpoint_id)
+    if row is None:
+        raise ApiError(404, "not_found", f"no checkpoint {checkpoint_id!r} in {experiment_id}")
+    path = services.storage.resolve(row.path)
+    if not path.is_file():
+        raise ApiError(404, "file_missing", f"the file of checkpoint {checkpoint_id} is missing")
+    etag = f'"{row.sha256}"'
+    if etag in [t.strip() for t in request.headers.get("if-none-match", "").split(",")]:
+        return Response(status_code=304, headers={"etag": etag})
+    _check_range(request.headers.get("range"), path.stat().st_size)
+    return FileResponse(
+        path,
+        media_type="application/octet-stream",
+        filename=f"{experiment_id}-step{row.step}.ckpt",
+        headers={"etag": etag},
+    )
+
+
+def _check_range(header: str | None, size: int) -> None:
+    # Let Starlette's own parser judge the header first, so that a bad range becomes an error in
+    # the API's JSON shape rather than Starlette's plain-text one.
+    if header is None:
+        return
+    try:
+        FileResponse._parse_range_header(header, size)
+    except MalformedRangeHeader as exc:
+        raise ApiError(400, "invalid_range", exc.content) from None
+    except RangeNotSatisfiable:
+        raise ApiError(416, "range_not_satisfiable", f"the file has {size} bytes",
+                       headers={"content-range": f"bytes */{size}"}) from None

@@ -1,0 +1,89 @@
+"""``/v1/algorithms``: what can be trained, on which backends and environments, with which
+hyperparameters. The dashboard builds its "new run" form from it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+
+from learners.enums import Backend, EnvSuite
+from learners.envs.catalogue import env_ids
+from learners.registry import ActionKind, AlgorithmEntry, entries
+
+router = APIRouter(prefix="/v1", tags=["catalogue"])
+
+
+class EnvironmentOut(BaseModel):
+    """An environment an algorithm trains on, and what changes when it is picked."""
+
+    suite: EnvSuite
+    id: str
+    kwargs: dict[str, Any] = Field(
+        description="Constructor arguments the algorithm needs on this env (e.g. mpe2's "
+        "`continuous_actions`); put them in the spec's `env.kwargs`."
+    )
+    hyperparameter_defaults: dict[str, Any] = Field(
+        description="Every hyperparameter's default on this env (the algorithm's defaults with "
+        "the per-environment ones applied)."
+    )
+
+
+class AlgorithmOut(BaseModel):
+    """An algorithm of the catalogue and its hyperparameters."""
+
+    algorithm: str
+    title: str
+    summary: str
+    multi_agent: bool
+    backends: list[Backend] = Field(description="The backends it is built for (others are refused).")
+    all_backends: list[Backend] = Field(description="Every backend MARLForge knows.")
+    suites: list[EnvSuite] = Field(description="The environment suites it trains on.")
+    environments: list[EnvironmentOut] = Field(description="Every environment it trains on.")
+    hyperparameters: dict[str, Any] = Field(
+        description="JSON Schema of its hyperparameters: each property's `description` is the "
+        "config field's docstring and its `default` the default on no particular env."
+    )
+
+
+def _kwargs(algo: AlgorithmEntry, suite: EnvSuite) -> dict[str, Any]:
+    # mpe2 picks discrete or continuous actions by a constructor flag; the default is discrete.
+    if suite == EnvSuite.MPE and ActionKind.DISCRETE not in algo.action_kinds:
+        return {"continuous_actions": True}
+    return {}
+
+
+def _environments(algo: AlgorithmEntry) -> list[EnvironmentOut]:
+    out = []
+    for suite in sorted(algo.suites):
+        for env_id in env_ids(suite):
+            defaults = algo.config.resolve(suite, env_id, {}).model_dump(mode="json")
+            out.append(EnvironmentOut(suite=suite, id=env_id, kwargs=_kwargs(algo, suite),
+                                      hyperparameter_defaults=defaults))
+    return out
+
+
+@router.get(
+    "/algorithms",
+    response_model=list[AlgorithmOut],
+    summary="List algorithms",
+    description="Every algorithm, the backends it is built for, the environments it trains on "
+    "(with each one's hyperparameter defaults), and the JSON Schema of its hyperparameters (each "
+    "with its description and default).",
+)
+def list_algorithms() -> list[AlgorithmOut]:
+    return [
+        AlgorithmOut(
+            algorithm=e.algorithm,
+            title=e.title,
+            summary=e.summary,
+            multi_agent=e.multi_agent,
+            backends=sorted(e.backends),
+            all_backends=list(Backend),
+            suites=sorted(e.suites),
+            environments=_environments(e),
+            hyperparameters=e.config.model_json_schema(),
+        )
+        for e in entries()
+    ]

@@ -1,0 +1,200 @@
+"""A run's events, live (Server-Sent Events) or as pages (JSON), and its status timeline.
+
+Every event is a row of ``experiment_events`` and its SSE ``id`` is that row's id, so a client that
+reconnects with ``Last-Event-ID`` (browsers do it by themselves) gets exactly the events it missed,
+from whichever API process it reaches, also after a restart.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Header, Query
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, Field
+from starlette.responses import Response
+
+from api.deps import ExperimentId, SessionDep
+from api.errors import ApiError, FieldProblem, error_responses
+from api.event_bus import EventBus, Page, get_event_bus
+from core import experiments as service
+from core.enums import EventKind, ExperimentStatus
+from core.repositories import EventRepository
+from core.repositories.event_stream import StoredEvent, StreamHead
+
+router = APIRouter(prefix="/v1/experiments", tags=["events"])
+
+# Browsers wait this long before reconnecting a dropped stream.
+RETRY_MS = 2000
+SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+
+BusDep = Annotated[EventBus, Depends(get_event_bus)]
+
+
+class EventOut(BaseModel):
+    """One event of a run."""
+
+    id: int = Field(description="Monotonic id (the SSE `id`): resume after it.")
+    kind: str = Field(description="`status`, `progress`, `metrics`, `checkpoint` or `log`.")
+    at: str = Field(description="When it was recorded (ISO 8601, UTC).")
+    data: dict[str, Any] = Field(description="The event's content (the SSE `data`).")
+
+
+class EventPage(BaseModel):
+    """A page of a run's events, oldest first."""
+
+    items: list[EventOut]
+    next_after: int = Field(description="Pass as `after` to read on.")
+    more: bool = Field(description="True when further events are already recorded.")
+    status: str | None = Field(description="The run's status when the page was read.")
+    finished: bool = Field(description="The run is over and this page holds its last events.")
+
+
+class TransitionOut(BaseModel):
+    """One status change."""
+
+    from_status: str | None = Field(description="The status before (null for the first).")
+    to_status: str = Field(description="The status after.")
+    reason: str | None = Field(description="Why it changed.")
+    at: str = Field(description="When (ISO 8601, UTC).")
+
+
+class Timeline(BaseModel):
+    """Every status change of a run, oldest first."""
+
+    items: list[TransitionOut]
+
+
+def event_data(event: StoredEvent) -> dict[str, Any]:
+    """What a client receives for ``event``: its payload, plus download links for checkpoints."""
+    data = dict(event.payload)
+    if event.kind == EventKind.CHECKPOINT:
+        base = f"/v1/experiments/{event.experiment_id}/checkpoints/{data['id']}"
+        data["url"] = f"{base}/file"
+        data["replay_url"] = f"{base}/replay.gif"
+    return data
+
+
+def _sse(event_id: int, kind: str, data: dict[str, Any]) -> str:
+    return f"id: {event_id}\nevent: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+def _frame(event: StoredEvent) -> str:
+    return _sse(event.id, event.kind, {**event_data(event), "at": event.created_at.isoformat()})
+
+
+def _parse_kinds(kinds: str | None) -> set[EventKind]:
+    wanted = {k.strip() for k in (kinds or "").split(",") if k.strip()}
+    unknown = sorted(wanted - set(EventKind))
+    if unknown:
+        reason = f"unknown kind(s) {', '.join(unknown)}; kinds are {', '.join(EventKind)}"
+        raise ApiError(422, "invalid_request", f"kinds: {reason}", [FieldProblem(field="kinds", reason=reason)])
+    return {EventKind(k) for k in wanted}
+
+
+def _cursor(last_event_id: str | None, after: int | None) -> int:
+    # A reconnecting browser sends Last-Event-ID while its URL still holds the first ``after``.
+    if last_event_id is None or not last_event_id.strip():
+        return after or 0
+    if not last_event_id.strip().isdigit():
+        reason = "must be an event id (a non-negative integer)"
+        raise ApiError(422, "invalid_request", f"Last-Event-ID: {reason}",
+                       [FieldProblem(field="Last-Event-ID", reason=reason)])
+    return int(last_event_id)
+
+
+async def _stream(
+    bus: EventBus, experiment_id: str, cursor: int, kinds: set[EventKind]
+) -> AsyncIterator[str]:
+    yield f"retry: {RETRY_MS}\n\n"
+    async with bus.subscribe(experiment_id) as subscription:
+        while True:
+            page: Page = await subscription.next_page(cursor, kinds)
+            if page.events:
+                yield "".join(_frame(e) for e in page.events)
+            cursor = page.cursor
+            if page.more:
+                continue
+            if page.finished:
+                yield _sse(cursor, "end", {"status": page.status})
+                return
+            if not await subscription.wait(bus.config.keepalive_s):
+                yield ": keep-alive\n\n"
+
+
+@router.get(
+    "/{experiment_id}/events",
+    summary="Stream a run's events",
+    description="Server-Sent Events: `status` (every transition, with its reason), `progress`, "
+    "`metrics` (batches of points), `checkpoint` (with its download `url` and `replay_url`), "
+    "`log` (worker messages, warnings, the error of a failed run) and a final `end` once the run "
+    "is over, after which the server closes the stream. Every event's `id` is monotonic: "
+    "reconnect with `Last-Event-ID` (or `?after=`) to receive exactly the events after it. "
+    "Without either, the run's whole history comes first. A comment line is sent every 15 s "
+    "while nothing happens. `?format=json` returns the same events as a page instead "
+    "(`after`, `limit`), for polling clients; `kinds` keeps only some kinds.",
+    responses={
+        200: {"content": {"text/event-stream": {}, "application/json": {"model": EventPage}},
+              "description": "The stream, or a page of events with `format=json`."},
+        **error_responses(404, 422),
+    },
+)
+async def read_events(
+    experiment_id: ExperimentId,
+    bus: BusDep,
+    format: Annotated[Literal["sse", "json"], Query(description="`sse` or `json`.")] = "sse",
+    after: Annotated[int | None, Query(ge=0, description="Only events after this id.")] = None,
+    limit: Annotated[int, Query(ge=1, le=5000, description="`format=json`: page size.")] = 500,
+    kinds: Annotated[str | None, Query(description="Comma-separated kinds to keep.")] = None,
+    last_event_id: Annotated[str | None, Header(description="SSE resume point.")] = None,
+) -> Response:
+    wanted = _parse_kinds(kinds)
+    cursor = _cursor(last_event_id, after)
+    head = await bus.query(lambda r: r.head(experiment_id))
+    if head is None:
+        raise ApiError(404, "not_found", f"no experiment with id {experiment_id!r}")
+    if format == "json":
+        page = await _json_page(bus, experiment_id, cursor, limit, wanted, head)
+        return JSONResponse(page.model_dump())
+    return StreamingResponse(
+        _stream(bus, experiment_id, cursor, wanted),
+        media_type="text/event-stream",
+        headers=SSE_HEADERS,
+    )
+
+
+async def _json_page(
+    bus: EventBus, experiment_id: str, after: int, limit: int, kinds: set[EventKind], head: StreamHead
+) -> EventPage:
+    # ``head`` was read before the events: everything up to its id is in this read, and a status
+    # event above it is newer than its status.
+    events = await bus.query(lambda r: r.after(experiment_id, after, limit, kinds))
+    more = len(events) == limit
+    next_after = events[-1].id if more else max([after, head.last_id, *(e.id for e in events)])
+    status = head.status
+    for event in events:
+        if event.kind == EventKind.STATUS and event.id > head.last_id:
+            status = event.payload.get("to")
+    finished = not more and status is not None and ExperimentStatus(status).is_terminal
+    items = [EventOut(id=e.id, kind=e.kind, at=e.created_at.isoformat(), data=event_data(e))
+             for e in events]
+    return EventPage(items=items, next_after=next_after, more=more, status=status, finished=finished)
+
+
+@router.get(
+    "/{experiment_id}/timeline",
+    response_model=Timeline,
+    summary="A run's status timeline",
+    description="Every status transition of the run with its time and reason, oldest first.",
+    responses=error_responses(404),
+)
+def read_timeline(experiment_id: ExperimentId, session: SessionDep) -> Timeline:
+    service.get(session, experiment_id)
+    rows = EventRepository(session).transitions(experiment_id)
+    return Timeline(items=[
+        TransitionOut(from_status=r.from_status, to_status=r.to_status, reason=r.reason,
+                      at=r.created_at.isoformat())
+        for r in rows
+    ])

@@ -1,0 +1,122 @@
+"""``/v1/experiments``: submit, list, read, cancel and resume experiments."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Response
+
+from api.deps import ExperimentId, ServicesDep, SessionDep, json_body
+from api.errors import ApiError, FieldProblem, error_responses
+from api.schemas import ExperimentOut, ExperimentPage
+from core import experiments as service
+from core.enums import ExperimentStatus
+from core.ids import is_id
+from core.repositories import ExperimentFilter, ExperimentRepository
+from learners.enums import Algorithm, Backend
+from learners.spec import SpecError, parse_spec
+
+router = APIRouter(prefix="/v1/experiments", tags=["experiments"])
+
+SPEC_SCHEMA_NAME = "ExperimentSpecInput"
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=ExperimentOut,
+    summary="Submit an experiment",
+    description="Validate the spec, store it with every default filled in and queue its run on "
+    "the backend's workers. A spec for an (algorithm, backend) pair that is not built yet, an "
+    "unknown hyperparameter or a bad value is refused with 422 naming each field; nothing is "
+    "stored then.",
+    responses=error_responses(400, 422, 503),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"$ref": f"#/components/schemas/{SPEC_SCHEMA_NAME}"}}
+            },
+        }
+    },
+)
+def create_experiment(
+    body: Annotated[Any, Depends(json_body)],
+    session: SessionDep,
+    services: ServicesDep,
+    response: Response,
+) -> ExperimentOut:
+    try:
+        spec = parse_spec(body)
+    except SpecError as exc:
+        fields = [FieldProblem(field=e.field, reason=e.reason) for e in exc.errors]
+        raise ApiError(422, "invalid_spec", f"the spec is invalid: {exc}", fields) from None
+    experiment = service.submit(session, services.dispatcher, spec)
+    response.headers["location"] = f"/v1/experiments/{experiment.id}"
+    return ExperimentOut.of(experiment)
+
+
+@router.get(
+    "",
+    response_model=ExperimentPage,
+    summary="List experiments",
+    description="Newest first, with cursor pagination: pass the page's `next_after` as `after` to "
+    "read the next page. Filters combine with AND.",
+    responses=error_responses(422),
+)
+def list_experiments(
+    session: SessionDep,
+    limit: Annotated[int, Query(ge=1, le=500, description="Page size.")] = 50,
+    after: Annotated[str | None, Query(description="Cursor: the last id of the previous page.")] = None,
+    status: Annotated[ExperimentStatus | None, Query(description="Only this status.")] = None,
+    algorithm: Annotated[Algorithm | None, Query(description="Only this algorithm.")] = None,
+    backend: Annotated[Backend | None, Query(description="Only this backend.")] = None,
+) -> ExperimentPage:
+    if after is not None and not is_id(after):
+        raise ApiError(422, "invalid_request", "after: not an experiment id",
+                       [FieldProblem(field="after", reason="not an experiment id")])
+    rows = ExperimentRepository(session).page(
+        ExperimentFilter(status=status, algorithm=algorithm, backend=backend), limit + 1, after
+    )
+    items = [ExperimentOut.of(r) for r in rows[:limit]]
+    next_after = items[-1].id if len(rows) > limit else None
+    return ExperimentPage(items=items, next_after=next_after)
+
+
+@router.get(
+    "/{experiment_id}",
+    response_model=ExperimentOut,
+    summary="Read an experiment",
+    description="The spec, status (with its reason), progress, timestamps and latest metrics.",
+    responses=error_responses(404),
+)
+def get_experiment(experiment_id: ExperimentId, session: SessionDep) -> ExperimentOut:
+    return ExperimentOut.of(service.get(session, experiment_id))
+
+
+@router.post(
+    "/{experiment_id}/cancel",
+    response_model=ExperimentOut,
+    summary="Cancel an experiment",
+    description="A queued experiment becomes `cancelled` at once and never starts. A running one "
+    "becomes `cancelling`: its worker writes a final checkpoint, stops and marks it `cancelled`. "
+    "Cancelling a cancelled or cancelling experiment changes nothing; a finished one is a 409.",
+    responses=error_responses(404, 409),
+)
+def cancel_experiment(experiment_id: ExperimentId, session: SessionDep) -> ExperimentOut:
+    return ExperimentOut.of(service.cancel(session, experiment_id))
+
+
+@router.post(
+    "/{experiment_id}/resume",
+    response_model=ExperimentOut,
+    summary="Resume a cancelled or failed experiment",
+    description="Queue the run again with the same id; it continues from its latest checkpoint on "
+    "the same step axis (metrics after that checkpoint are recomputed). Without a checkpoint it "
+    "starts over. Other statuses are a 409.",
+    responses=error_responses(404, 409, 503),
+)
+def resume_experiment(
+    experiment_id: ExperimentId, session: SessionDep, services: ServicesDep
+) -> ExperimentOut:
+    return ExperimentOut.of(service.resume(session, services.dispatcher, experiment_id))

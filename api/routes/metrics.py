@@ -1,0 +1,139 @@
+"""``/v1/metrics``: the metric series of several runs at once, shrunk for charts, or as CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+from starlette.responses import Response
+
+from api.deps import SessionDep
+from api.errors import ApiError, FieldProblem, error_responses
+from core.downsample import Point, min_max
+from core.ids import is_id
+from core.repositories.event_stream import EventStreamRepository
+from core.repositories.series import SeriesRepository
+
+router = APIRouter(prefix="/v1", tags=["metrics"])
+
+MAX_EXPERIMENTS = 20
+DEFAULT_MAX_POINTS = 500
+
+
+class Series(BaseModel):
+    """One metric of one run, ordered by step (the two lists have the same length)."""
+
+    experiment_id: str
+    name: str
+    total_points: int = Field(description="How many points the run reported (before shrinking).")
+    steps: list[int] = Field(description="Environment steps.")
+    values: list[float | None] = Field(description="The values; null where not finite.")
+
+
+class SeriesSet(BaseModel):
+    """Series of several runs, and where to start their event streams to stay current."""
+
+    series: list[Series]
+    event_cursors: dict[str, int] = Field(
+        description="Per run: the newest event id before the points were read. Stream the run's "
+        "events after it (`?after=`) to receive every point added since (some again)."
+    )
+
+
+def _split(text: str | None) -> list[str]:
+    return list(dict.fromkeys(p.strip() for p in (text or "").split(",") if p.strip()))
+
+
+def _bad(field: str, reason: str) -> ApiError:
+    return ApiError(422, "invalid_request", f"{field}: {reason}", [FieldProblem(field=field, reason=reason)])
+
+
+def _experiment_ids(text: str) -> list[str]:
+    ids = _split(text)
+    if not ids:
+        raise _bad("experiment_ids", "name at least one experiment id")
+    if len(ids) > MAX_EXPERIMENTS:
+        raise _bad("experiment_ids", f"at most {MAX_EXPERIMENTS} experiments at once")
+    malformed = [i for i in ids if not is_id(i)]
+    if malformed:
+        raise _bad("experiment_ids", f"not experiment ids: {', '.join(malformed)}")
+    return ids
+
+
+def _load(
+    session: SessionDep, ids: list[str], names: list[str]
+) -> tuple[list[tuple[str, str, list[Point]]], dict[str, int]]:
+    repo = SeriesRepository(session)
+    missing = [i for i in ids if i not in repo.existing(ids)]
+    if missing:
+        raise ApiError(404, "not_found", f"no experiment with id {', '.join(missing)}",
+                       [FieldProblem(field="experiment_ids", reason=f"unknown: {', '.join(missing)}")])
+    # Cursors first: a point committed after them arrives on the stream as well.
+    cursors = EventStreamRepository(session).latest_ids(ids)
+    pairs = [(e, n) for e, n in repo.names(ids) if not names or n in names]
+    order = {e: k for k, e in enumerate(ids)}
+    pairs.sort(key=lambda p: (order[p[0]], p[1]))
+    return [(e, n, repo.points(e, n)) for e, n in pairs], {i: cursors.get(i, 0) for i in ids}
+
+
+def _csv(rows: list[tuple[str, str, list[Point]]]) -> Iterator[str]:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["experiment_id", "name", "step", "value", "wall_time"])
+    for experiment_id, name, points in rows:
+        for p in points:
+            writer.writerow([experiment_id, name, p.step, "" if p.value is None else repr(p.value),
+                             repr(p.wall_time)])
+            if buffer.tell() > 1 << 16:
+                yield buffer.getvalue()
+                buffer.seek(0)
+                buffer.truncate()
+    yield buffer.getvalue()
+
+
+@router.get(
+    "/metrics",
+    response_model=SeriesSet,
+    summary="Metric series of several runs",
+    description="For each run in `experiment_ids` and each metric in `names` (all when omitted), "
+    "the series ordered by step. A series longer than `max_points` is shrunk by keeping, from each "
+    "of `max_points / 2` consecutive buckets, its lowest and highest point (and the first and last "
+    "point overall), so spikes and dips survive. `format=csv` exports "
+    "`experiment_id,name,step,value,wall_time` rows: every point unless `max_points` is given.",
+    responses={
+        200: {"content": {"text/csv": {}}, "description": "The series (JSON or CSV)."},
+        **error_responses(404, 422),
+    },
+)
+def read_series(
+    session: SessionDep,
+    experiment_ids: Annotated[str, Query(description="Comma-separated experiment ids (<= 20).")],
+    names: Annotated[str | None, Query(description="Comma-separated metric names.")] = None,
+    max_points: Annotated[
+        int | None, Query(ge=4, le=100_000, description="Points per series at most (default 500).")
+    ] = None,
+    format: Annotated[Literal["json", "csv"], Query(description="`json` or `csv`.")] = "json",
+) -> Response | SeriesSet:
+    ids = _experiment_ids(experiment_ids)
+    rows, cursors = _load(session, ids, _split(names))
+    limit = max_points
+    if limit is None and format == "json":
+        limit = DEFAULT_MAX_POINTS
+    shrunk = [(e, n, p, min_max(p, limit) if limit is not None else p) for e, n, p in rows]
+    if format == "csv":
+        return StreamingResponse(
+            _csv([(e, n, kept) for e, n, _, kept in shrunk]),
+            media_type="text/csv; charset=utf-8",
+            headers={"content-disposition": 'attachment; filename="metrics.csv"'},
+        )
+    return SeriesSet(
+        series=[Series(experiment_id=e, name=n, total_points=len(full),
+                       steps=[p.step for p in kept], values=[p.value for p in kept])
+                for e, n, full, kept in shrunk],
+        event_cursors=cursors,
+    )

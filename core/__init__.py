@@ -1,0 +1,1 @@
+"""Shared by the API and the workers: settings, database models, repositories and artifact storage."""

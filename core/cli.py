@@ -1,0 +1,205 @@
+"""``marlforge``: run the service's processes.
+
+- ``marlforge migrate``: bring the database to the newest schema.
+- ``marlforge api``: serve the HTTP API (uvicorn).
+- ``marlforge worker [--backend B ...]``: a Celery worker on the backends' queues (all by default).
+- ``marlforge up``: the laptop mode: migrate, then run the API and one worker for every backend as
+  child processes until Ctrl-C or SIGTERM, which stops both (the worker checkpoints its run first and
+  puts it back in the queue, so the next ``up`` continues it).
+
+This module is the composition root: it names the API and the worker by import string, so ``core``
+itself never imports ``api`` or ``workers``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+
+from core.settings import Settings, get_settings
+from learners.enums import Backend
+
+log = logging.getLogger("marlforge")
+
+
+def _configure_logging(settings: Settings) -> None:
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def cmd_migrate(settings: Settings, revision: str) -> int:
+    """Upgrade the database to ``revision``."""
+    from core import migrate
+
+    migrate.upgrade(settings.database_url, revision)
+    log.info("database at %s is at revision %s", _redact(settings.database_url), revision)
+    return 0
+
+
+def cmd_api(settings: Settings, host: str, port: int) -> int:
+    """Serve the API in this process until SIGINT/SIGTERM."""
+    import uvicorn
+
+    uvicorn.run(
+        "api.app:create_app", factory=True, host=host, port=port,
+        log_level=settings.log_level.lower(), access_log=False,
+    )
+    return 0
+
+
+def cmd_worker(settings: Settings, backends: Sequence[Backend]) -> int:
+    """Consume the backends' queues in this process until SIGINT/SIGTERM."""
+    from core.queue import queue_name
+
+    chosen = list(dict.fromkeys(backends)) or list(Backend)
+    queues = ",".join(queue_name(settings, b) for b in chosen)
+    worker_app = importlib.import_module("workers.app").app
+    # The solo pool runs a job in this process: a run owns its process (framework state, GPU),
+    # and the worker's SIGTERM reaches the training loop, which checkpoints and stops.
+    worker_app.worker_main([
+        "worker", "--queues", queues, "--pool", "solo", "--concurrency", "1",
+        "--without-gossip", "--without-mingle", "--without-heartbeat",
+        "--loglevel", settings.log_level.upper(),
+        "--hostname", f"marlforge-{'-'.join(chosen)}-{os.getpid()}@%h",
+    ])
+    return 0
+
+
+def cmd_up(settings: Settings, host: str, port: int) -> int:
+    """Migrate, start the API and one worker, and stop both on Ctrl-C/SIGTERM."""
+    settings.var_dir.mkdir(parents=True, exist_ok=True)
+    cmd_migrate(settings, "head")
+    if settings.uses_embedded_broker:
+        _requeue_orphans(settings)
+    env = {**os.environ, "MARLFORGE_VAR_DIR": str(settings.var_dir)}
+    children = {
+        "api": _spawn(["api", "--host", host, "--port", str(port)], env),
+        "worker": _spawn(["worker"], env),
+    }
+    log.info("MARLForge is up: API on http://%s:%d (Ctrl-C stops it)", host, port)
+    stop = threading.Event()
+
+    def _on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s; stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    exit_code = 0
+    while not stop.wait(0.5):
+        dead = [name for name, child in children.items() if child.poll() is not None]
+        if dead:
+            log.error("%s exited unexpectedly; stopping the rest", ", ".join(dead))
+            exit_code = 1
+            break
+    if not _stop_children(children, settings.shutdown_grace_s):
+        exit_code = 1
+    return exit_code
+
+
+def _requeue_orphans(settings: Settings) -> None:
+    from core import experiments
+    from core.db import make_engine, make_session_factory
+    from core.queue import CeleryDispatcher
+
+    engine = make_engine(settings.database_url)
+    try:
+        with make_session_factory(engine)() as session:
+            requeued = experiments.requeue_orphans(session, CeleryDispatcher(settings))
+    finally:
+        engine.dispose()
+    if requeued:
+        log.info("requeued %d run(s) interrupted by the last shutdown", len(requeued))
+
+
+def _spawn(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    # A new session keeps the terminal's Ctrl-C away from the children: this process decides how
+    # they stop. PR_SET_PDEATHSIG makes them stop too if this process is killed outright.
+    return subprocess.Popen(
+        [sys.executable, "-m", "core.cli", *args],
+        env=env, start_new_session=True, preexec_fn=_die_with_parent,
+    )
+
+
+def _die_with_parent() -> None:
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def _stop_children(children: dict[str, subprocess.Popen[bytes]], grace_s: float) -> bool:
+    """SIGTERM every child, kill those still running after ``grace_s``; True if all stopped cleanly."""
+    for child in children.values():
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+    clean = True
+    for name, child in children.items():
+        try:
+            child.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            log.warning("%s did not stop within %.0f s; killing it", name, grace_s)
+            child.kill()
+            child.wait()
+        # uvicorn re-raises the SIGTERM it handled once it has shut down gracefully.
+        stopped_cleanly = child.returncode in (0, -signal.SIGTERM)
+        clean = clean and stopped_cleanly
+        log.info("%s stopped %s", name,
+                 "cleanly" if stopped_cleanly else f"with exit code {child.returncode}")
+    return clean
+
+
+def _redact(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line."""
+    parser = argparse.ArgumentParser(prog="marlforge", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, text in (("up", "migrate, then run the API and a local worker"),
+                       ("api", "serve the HTTP API")):
+        command = sub.add_parser(name, help=text)
+        command.add_argument("--host", default=None, help="interface (MARLFORGE_API_HOST)")
+        command.add_argument("--port", type=int, default=None, help="port (MARLFORGE_API_PORT)")
+    worker = sub.add_parser("worker", help="run a Celery worker")
+    worker.add_argument(
+        "--backend", action="append", type=Backend, choices=list(Backend), default=[],
+        help="consume this backend's queue (repeatable; all backends when omitted)",
+    )
+    migrate = sub.add_parser("migrate", help="upgrade the database schema")
+    migrate.add_argument("--revision", default="head", help="target revision (default: head)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``marlforge`` console script."""
+    args = build_parser().parse_args(argv)
+    settings = get_settings()
+    _configure_logging(settings)
+    if args.command == "migrate":
+        return cmd_migrate(settings, args.revision)
+    if args.command == "worker":
+        return cmd_worker(settings, args.backend)
+    host = args.host or settings.api_host
+    port = args.port or settings.api_port
+    if args.command == "api":
+        return cmd_api(settings, host, port)
+    return cmd_up(settings, host, port)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""The service's closed vocabularies: an experiment's status and the kinds of its events."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ExperimentStatus(StrEnum):
+    """Where an experiment is in its life.
+
+    ``queued -> running -> succeeded | failed | cancelling -> cancelled``; a queued experiment can be
+    cancelled directly, and a cancelled or failed one can be resumed (back to ``queued``).
+    """
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    CANCELLING = "cancelling"
+    CANCELLED = "cancelled"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+    @property
+    def is_terminal(self) -> bool:
+        """True when no worker will touch the experiment again unless it is resumed."""
+        return self in TERMINAL_STATUSES
+
+
+TERMINAL_STATUSES = frozenset(
+    {ExperimentStatus.CANCELLED, ExperimentStatus.SUCCEEDED, ExperimentStatus.FAILED}
+)
+RESUMABLE_STATUSES = frozenset({ExperimentStatus.CANCELLED, ExperimentStatus.FAILED})
+
+
+class EventKind(StrEnum):
+    """What an ``experiment_events`` row records; each is written in the transaction it describes."""
+
+    STATUS = "status"
+    PROGRESS = "progress"
+    METRICS = "metrics"
+    CHECKPOINT = "checkpoint"
+    LOG = "log"

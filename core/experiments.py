@@ -1,0 +1,134 @@
+"""What can be done to an experiment: submit, cancel, resume (the API's and the CLI's services).
+
+Each operation commits its database change first and only then talks to the broker, so a worker
+never receives an id whose row it cannot read yet.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy.orm import Session
+
+from core.db import utcnow
+from core.enums import RESUMABLE_STATUSES, ExperimentStatus
+from core.errors import BrokerUnavailable, Conflict, NotFound
+from core.ids import new_id
+from core.lifecycle import transition
+from core.models import Experiment
+from core.queue import Dispatcher
+from core.repositories import CheckpointRepository, EventRepository, ExperimentRepository
+from learners.spec import ExperimentSpec
+
+log = logging.getLogger(__name__)
+
+S = ExperimentStatus
+
+
+def get(session: Session, experiment_id: str) -> Experiment:
+    """The experiment, or NotFound."""
+    experiment = ExperimentRepository(session).get(experiment_id)
+    if experiment is None:
+        raise NotFound(f"no experiment with id {experiment_id!r}")
+    return experiment
+
+
+def submit(session: Session, dispatcher: Dispatcher, spec: ExperimentSpec) -> Experiment:
+    """Store a validated spec as a queued experiment, then queue its run."""
+    now = utcnow()
+    experiment = Experiment(
+        id=new_id(),
+        name=spec.name,
+        algorithm=spec.algorithm,
+        backend=spec.backend,
+        spec=spec.model_dump(mode="json"),
+        status=S.QUEUED,
+        status_reason=None,
+        step=0,
+        total_steps=spec.total_steps,
+        latest_metrics={},
+        attempts=0,
+        created_at=now,
+        updated_at=now,
+    )
+    ExperimentRepository(session).add(experiment)
+    EventRepository(session).add_transition(experiment.id, None, S.QUEUED, "submitted")
+    session.commit()
+    _dispatch(session, dispatcher, experiment)
+    return experiment
+
+
+def cancel(session: Session, experiment_id: str) -> Experiment:
+    """A queued experiment is cancelled at once; a running one is asked to stop (``cancelling``),
+    and its worker writes a final checkpoint and marks it cancelled."""
+    if transition(
+        session, experiment_id, [S.QUEUED], S.CANCELLED, "cancelled before it started",
+        finished_at=utcnow(),
+    ) is None:
+        transition(session, experiment_id, [S.RUNNING], S.CANCELLING, "cancel requested")
+    session.commit()
+    experiment = get(session, experiment_id)
+    if experiment.status in (S.SUCCEEDED, S.FAILED):
+        raise Conflict(f"experiment {experiment_id} already {experiment.status}; nothing to cancel")
+    return experiment
+
+
+def resume(session: Session, dispatcher: Dispatcher, experiment_id: str) -> Experiment:
+    """Queue a cancelled or failed experiment again; it continues from its latest checkpoint."""
+    latest = CheckpointRepository(session).latest(experiment_id)
+    reason = (
+        f"resumed from the checkpoint at step {latest.step}"
+        if latest is not None
+        else "resumed from the start (no checkpoint was saved)"
+    )
+    moved = transition(
+        session, experiment_id, sorted(RESUMABLE_STATUSES), S.QUEUED, reason, finished_at=None
+    )
+    if moved is None:
+        experiment = get(session, experiment_id)
+        raise Conflict(
+            f"experiment {experiment_id} is {experiment.status}; only cancelled or failed "
+            "experiments can be resumed"
+        )
+    session.commit()
+    experiment = get(session, experiment_id)
+    _dispatch(session, dispatcher, experiment)
+    return experiment
+
+
+def requeue_orphans(session: Session, dispatcher: Dispatcher) -> list[str]:
+    """After an unclean stop of the only local worker: queue its interrupted runs again.
+
+    Only for ``marlforge up``, which owns the single worker of its embedded broker, so any run still
+    marked running at start-up has no worker behind it.
+    """
+    experiments = ExperimentRepository(session)
+    for experiment_id in experiments.ids_with_status([S.CANCELLING]):
+        transition(
+            session, experiment_id, [S.CANCELLING], S.CANCELLED,
+            "cancelled while the local worker was down", finished_at=utcnow(),
+        )
+    orphans = experiments.ids_with_status([S.RUNNING])
+    for experiment_id in orphans:
+        transition(
+            session, experiment_id, [S.RUNNING], S.QUEUED,
+            "the local worker stopped during the run; it continues from its latest checkpoint",
+        )
+    session.commit()
+    for experiment_id in orphans:
+        _dispatch(session, dispatcher, get(session, experiment_id))
+    return orphans
+
+
+def _dispatch(session: Session, dispatcher: Dispatcher, experiment: Experiment) -> None:
+    try:
+        dispatcher.enqueue(experiment.id, experiment.backend)
+    except Exception as exc:  # kombu raises several types; all mean the job was not queued
+        log.exception("could not queue experiment %s", experiment.id)
+        reason = f"could not queue the run: the broker is unreachable ({exc})"
+        transition(session, experiment.id, [S.QUEUED], S.FAILED, reason, finished_at=utcnow())
+        session.commit()
+        raise BrokerUnavailable(
+            f"experiment {experiment.id} was stored but could not be queued: {exc}; "
+            "it is marked failed and can be resumed once the broker is back"
+        ) from exc

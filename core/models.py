@@ -1,0 +1,147 @@
+"""The database schema as SQLAlchemy 2.0 typed models (the migrations build the same tables).
+
+- ``experiments``: one row per submitted spec, its status and progress.
+- ``metric_points``: every scalar a run reported, unique per (experiment, name, step).
+- ``checkpoints``: the files a run saved, with their size and sha256.
+- ``status_transitions``: every status change with its time and reason (the status timeline).
+- ``experiment_events``: a global, monotonic log of what happened to each experiment (status,
+  progress, metrics batches, checkpoints, log lines), written in the same transaction as the change
+  it describes, so a reader that follows ids never misses or sees a change twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Double,
+    Enum,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from core.db import UTCDateTime
+from core.enums import EventKind, ExperimentStatus
+from learners.enums import Algorithm, Backend
+
+# JSONB on PostgreSQL (indexable, compact), JSON text elsewhere.
+JSONType = JSON().with_variant(postgresql.JSONB(), "postgresql")
+# A 64-bit auto-increment key; SQLite only auto-increments an INTEGER PRIMARY KEY.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def _str_enum(enum_cls: type[Any]) -> Enum:
+    # Stored as plain strings without a CHECK constraint: adding an algorithm or backend to the
+    # catalogue must not need a migration.
+    return Enum(
+        enum_cls,
+        native_enum=False,
+        create_constraint=False,
+        length=32,
+        values_callable=lambda members: [m.value for m in members],
+    )
+
+
+class Base(DeclarativeBase):
+    """The declarative base of every table."""
+
+
+class Experiment(Base):
+    """A submitted spec and where its run stands."""
+
+    __tablename__ = "experiments"
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    algorithm: Mapped[Algorithm] = mapped_column(_str_enum(Algorithm), index=True)
+    backend: Mapped[Backend] = mapped_column(_str_enum(Backend), index=True)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    status: Mapped[ExperimentStatus] = mapped_column(_str_enum(ExperimentStatus), index=True)
+    status_reason: Mapped[str | None] = mapped_column(Text)
+    step: Mapped[int] = mapped_column(BigInteger, default=0)
+    total_steps: Mapped[int] = mapped_column(BigInteger)
+    latest_metrics: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+    started_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
+    finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
+
+
+class MetricPointRow(Base):
+    """One scalar ``name`` = ``value`` at env step ``step`` (``value`` is NULL when not finite)."""
+
+    __tablename__ = "metric_points"
+    __table_args__ = (
+        UniqueConstraint("experiment_id", "name", "step", name="uq_metric_points_key"),
+        Index("ix_metric_points_experiment_step", "experiment_id", "step"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    experiment_id: Mapped[str] = mapped_column(
+        String(26), ForeignKey("experiments.id", ondelete="CASCADE")
+    )
+    step: Mapped[int] = mapped_column(BigInteger)
+    name: Mapped[str] = mapped_column(String(200))
+    value: Mapped[float | None] = mapped_column(Double)
+    wall_time: Mapped[float] = mapped_column(Double)
+
+
+class Checkpoint(Base):
+    """A checkpoint file under the artifacts directory (``path`` is relative to it)."""
+
+    __tablename__ = "checkpoints"
+    __table_args__ = (UniqueConstraint("experiment_id", "step", name="uq_checkpoints_step"),)
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    experiment_id: Mapped[str] = mapped_column(
+        String(26), ForeignKey("experiments.id", ondelete="CASCADE"), index=True
+    )
+    step: Mapped[int] = mapped_column(BigInteger)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    sha256: Mapped[str] = mapped_column(String(64))
+    path: Mapped[str] = mapped_column(String(500))
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+
+
+class StatusTransition(Base):
+    """One status change: from what (NULL for the first), to what, why and when."""
+
+    __tablename__ = "status_transitions"
+    __table_args__ = (Index("ix_status_transitions_experiment", "experiment_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    experiment_id: Mapped[str] = mapped_column(
+        String(26), ForeignKey("experiments.id", ondelete="CASCADE")
+    )
+    from_status: Mapped[ExperimentStatus | None] = mapped_column(_str_enum(ExperimentStatus))
+    to_status: Mapped[ExperimentStatus] = mapped_column(_str_enum(ExperimentStatus))
+    reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+
+
+class ExperimentEvent(Base):
+    """One thing that happened to an experiment; ``id`` grows monotonically across all of them."""
+
+    __tablename__ = "experiment_events"
+    __table_args__ = (
+        Index("ix_experiment_events_experiment", "experiment_id", "id"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    experiment_id: Mapped[str] = mapped_column(
+        String(26), ForeignKey("experiments.id", ondelete="CASCADE")
+    )
+    kind: Mapped[EventKind] = mapped_column(_str_enum(EventKind))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())

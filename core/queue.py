@@ -1,0 +1,113 @@
+"""The job queue: one Celery configuration for the API (which sends) and the workers (which consume).
+
+One queue per backend, so a worker image with only TensorFlow never receives a PyTorch job. Work is
+acknowledged late (after the run ends) and prefetched one job at a time; the broker's visibility
+timeout is above the longest run, so a slow run is never handed to a second worker.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from celery import Celery
+from kombu import Exchange, Queue
+
+from core.settings import Settings
+from learners.enums import Backend
+
+RUN_TASK = "marlforge.run_experiment"
+
+
+def queue_name(settings: Settings, backend: Backend) -> str:
+    """The queue that carries jobs for ``backend``."""
+    return f"{settings.queue_prefix}{backend.value}"
+
+
+def _embedded_folders(settings: Settings) -> dict[str, str]:
+    base = settings.broker_dir
+    folders = {"queue": base / "queue", "control": base / "control"}
+    for folder in folders.values():
+        folder.mkdir(parents=True, exist_ok=True)
+    return {
+        # One folder for both directions: the API writes where the worker reads.
+        "data_folder_in": str(folders["queue"]),
+        "data_folder_out": str(folders["queue"]),
+        "control_folder": str(folders["control"]),
+    }
+
+
+def make_celery(settings: Settings) -> Celery:
+    """The Celery app for these settings (broker, queues, delivery guarantees)."""
+    app = Celery("marlforge", broker=settings.broker_url, set_as_current=False)
+    transport_options: dict[str, object] = {"visibility_timeout": settings.visibility_timeout_s}
+    if settings.uses_embedded_broker:
+        transport_options.update(_embedded_folders(settings))
+    queues = [
+        Queue(queue_name(settings, b), Exchange(queue_name(settings, b)), queue_name(settings, b))
+        for b in Backend
+    ]
+    app.conf.update(
+        broker_transport_options=transport_options,
+        broker_connection_retry_on_startup=True,
+        broker_connection_timeout=5,
+        task_queues=queues,
+        task_default_queue=queue_name(settings, Backend.TORCH),
+        task_create_missing_queues=False,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_ignore_result=True,
+        task_serializer="json",
+        accept_content=["json"],
+        worker_hijack_root_logger=False,
+        worker_enable_remote_control=False,
+        worker_send_task_events=False,
+        enable_utc=True,
+    )
+    return app
+
+
+class Dispatcher(Protocol):
+    """Hands a stored experiment to the workers of its backend."""
+
+    def enqueue(self, experiment_id: str, backend: Backend) -> None:
+        """Queue a run of the experiment (only after its row is committed)."""
+
+    def unreachable_reason(self) -> str | None:
+        """None when the broker can take messages, else why not."""
+
+
+class CeleryDispatcher:
+    """The dispatcher the service uses: a Celery message on the backend's queue."""
+
+    def __init__(self, settings: Settings, app: Celery | None = None) -> None:
+        self.settings = settings
+        self.app = app if app is not None else make_celery(settings)
+
+    def enqueue(self, experiment_id: str, backend: Backend) -> None:
+        self.app.send_task(
+            RUN_TASK,
+            args=[experiment_id],
+            queue=queue_name(self.settings, Backend(backend)),
+            retry=True,
+            retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
+        )
+
+    def unreachable_reason(self) -> str | None:
+        if self.settings.uses_embedded_broker:
+            folder = Path(_embedded_folders(self.settings)["data_folder_in"])
+            return None if _writable(folder) else f"the broker folder {folder} is not writable"
+        try:
+            with self.app.connection_for_write() as connection:
+                connection.ensure_connection(max_retries=1, timeout=3)
+                connection.default_channel.client.ping()
+        except Exception as exc:  # any failure means "not ready"; the reason goes to the caller
+            return f"broker unreachable: {exc}"
+        return None
+
+
+def _writable(folder: Path) -> bool:
+    import os
+
+    return folder.is_dir() and os.access(folder, os.W_OK | os.X_OK)

@@ -1,0 +1,90 @@
+"""Checkpoint records (the files themselves live in ``core.storage``)."""
+
+from __future__ import annotations
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from core.db import utcnow
+from core.ids import new_id
+from core.models import Checkpoint
+
+
+class CheckpointRepository:
+    """SQL over ``checkpoints``."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def record(
+        self, experiment_id: str, step: int, path: str, size_bytes: int, sha256: str
+    ) -> Checkpoint:
+        """Record the checkpoint at ``step``; a second one at the same step replaces the first
+        (the file was replaced by the same atomic rename)."""
+        existing = self.session.scalar(
+            select(Checkpoint).where(Checkpoint.experiment_id == experiment_id, Checkpoint.step == step)
+        )
+        if existing is not None:
+            existing.path, existing.size_bytes, existing.sha256 = path, size_bytes, sha256
+            existing.created_at = utcnow()
+            self.session.flush()
+            return existing
+        row = Checkpoint(
+            id=new_id(),
+            experiment_id=experiment_id,
+            step=step,
+            path=path,
+            size_bytes=size_bytes,
+            sha256=sha256,
+            created_at=utcnow(),
+        )
+        self.session.add(row)
+        self.session.flush()
+        return row
+
+    def list(self, experiment_id: str) -> list[Checkpoint]:
+        """The experiment's checkpoints, oldest step first."""
+        query = (
+            select(Checkpoint).where(Checkpoint.experiment_id == experiment_id).order_by(Checkpoint.step)
+        )
+        return list(self.session.scalars(query))
+
+    def get(self, experiment_id: str, checkpoint_id: str) -> Checkpoint | None:
+        """One checkpoint of the experiment, or None."""
+        return self.session.scalar(
+            select(Checkpoint).where(
+                Checkpoint.experiment_id == experiment_id, Checkpoint.id == checkpoint_id
+            )
+        )
+
+    def latest(self, experiment_id: str) -> Checkpoint | None:
+        """The checkpoint with the highest step, or None."""
+        query = (
+            select(Checkpoint)
+            .where(Checkpoint.experiment_id == experiment_id)
+            .order_by(Checkpoint.step.desc())
+            .limit(1)
+        )
+        return self.session.scalar(query)
+
+    def beyond(self, experiment_id: str, keep_last: int) -> list[Checkpoint]:
+        """The checkpoints older than the newest ``keep_last``."""
+        query = (
+            select(Checkpoint)
+            .where(Checkpoint.experiment_id == experiment_id)
+            .order_by(Checkpoint.step.desc())
+            .offset(keep_last)
+        )
+        return list(self.session.scalars(query))
+
+    def after(self, experiment_id: str, step: int) -> list[Checkpoint]:
+        """The checkpoints taken after ``step``."""
+        query = select(Checkpoint).where(
+            Checkpoint.experiment_id == experiment_id, Checkpoint.step > step
+        )
+        return list(self.session.scalars(query))
+
+    def delete(self, rows: list[Checkpoint]) -> None:
+        """Remove these records."""
+        if rows:
+            self.session.execute(delete(Checkpoint).where(Checkpoint.id.in_([r.id for r in rows])))

@@ -1,0 +1,97 @@
+"""Experiments: insert, read, list with a cursor, and change status only from an expected status."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from core.db import utcnow
+from core.enums import ExperimentStatus
+from core.models import Experiment
+from learners.enums import Algorithm, Backend
+
+
+@dataclass(frozen=True)
+class ExperimentFilter:
+    """The optional filters of the experiment listing."""
+
+    status: ExperimentStatus | None = None
+    algorithm: Algorithm | None = None
+    backend: Backend | None = None
+
+
+class ExperimentRepository:
+    """SQL over ``experiments``."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def add(self, experiment: Experiment) -> None:
+        """Stage a new experiment for insertion."""
+        self.session.add(experiment)
+        self.session.flush()
+
+    def get(self, experiment_id: str) -> Experiment | None:
+        """The experiment, freshly read from the database, or None."""
+        return self.session.get(Experiment, experiment_id, populate_existing=True)
+
+    def status_of(self, experiment_id: str) -> ExperimentStatus | None:
+        """Only the status (the cheap read a running job polls)."""
+        return self.session.scalar(
+            select(Experiment.status).where(Experiment.id == experiment_id)
+        )
+
+    def page(self, flt: ExperimentFilter, limit: int, after: str | None) -> list[Experiment]:
+        """Up to ``limit`` experiments, newest first, older than the one with id ``after``."""
+        query = select(Experiment).order_by(Experiment.id.desc()).limit(limit)
+        if after is not None:
+            query = query.where(Experiment.id < after)
+        if flt.status is not None:
+            query = query.where(Experiment.status == flt.status)
+        if flt.algorithm is not None:
+            query = query.where(Experiment.algorithm == flt.algorithm)
+        if flt.backend is not None:
+            query = query.where(Experiment.backend == flt.backend)
+        return list(self.session.scalars(query))
+
+    def ids_with_status(self, statuses: Sequence[ExperimentStatus]) -> list[str]:
+        """Ids of every experiment in one of ``statuses``, oldest first."""
+        query = select(Experiment.id).where(Experiment.status.in_(statuses)).order_by(Experiment.id)
+        return list(self.session.scalars(query))
+
+    def change_status(
+        self,
+        experiment_id: str,
+        expected: ExperimentStatus,
+        to: ExperimentStatus,
+        reason: str | None,
+        values: dict[str, Any],
+    ) -> bool:
+        """Set ``to`` only if the status is still ``expected``; True when the row changed.
+
+        The condition is in the UPDATE itself, so a cancel and a worker's claim racing on the same
+        row cannot both win.
+        """
+        statement = (
+            update(Experiment)
+            .where(Experiment.id == experiment_id, Experiment.status == expected)
+            .values(status=to, status_reason=reason, updated_at=utcnow(), **values)
+            .execution_options(synchronize_session=False)
+        )
+        return self.session.execute(statement).rowcount == 1  # type: ignore[attr-defined,no-any-return]
+
+    def set_progress(self, experiment_id: str, step: int, latest: dict[str, Any] | None) -> None:
+        """Record the run's step and, when given, its latest metric values."""
+        values: dict[str, Any] = {"step": step, "updated_at": utcnow()}
+        if latest is not None:
+            values["latest_metrics"] = latest
+        self.session.execute(
+            update(Experiment)
+            .where(Experiment.id == experiment_id)
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )

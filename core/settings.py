@@ -1,0 +1,92 @@
+"""Every setting of the service, read once from ``MARLFORGE_*`` environment variables.
+
+The defaults run the whole service on one laptop with nothing installed but Python: a SQLite
+database, an embedded filesystem broker and the artifacts all live under ``./var``. A deployment
+points ``MARLFORGE_DATABASE_URL`` at PostgreSQL and ``MARLFORGE_BROKER_URL`` at Redis.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# The embedded broker: kombu's filesystem transport, its folders under ``<var_dir>/broker``.
+EMBEDDED_BROKER_URL = "filesystem://"
+
+
+class Settings(BaseSettings):
+    """The service's configuration. Each field is read from ``MARLFORGE_<FIELD>``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="MARLFORGE_", frozen=True, extra="ignore", use_attribute_docstrings=True
+    )
+
+    var_dir: Path = Path("var")
+    """Where the embedded defaults keep their state (SQLite database, broker folders, artifacts)."""
+    database_url: str = ""
+    """SQLAlchemy URL of the database; empty means SQLite at ``<var_dir>/marlforge.db``."""
+    broker_url: str = EMBEDDED_BROKER_URL
+    """Celery broker URL: ``filesystem://`` (embedded, under ``<var_dir>/broker``) or ``redis://...``."""
+    artifacts_dir: Path = Path()
+    """Where checkpoints are stored; empty means ``<var_dir>/artifacts``. API and workers share it."""
+    queue_prefix: str = Field(default="marlforge.", max_length=100)
+    """Prefix of the per-backend queue names (``marlforge.torch``...); separates deployments or
+    test sessions sharing one broker."""
+    api_host: str = "127.0.0.1"
+    """Interface the API listens on."""
+    api_port: int = Field(default=8000, ge=1, le=65535)
+    """Port the API listens on."""
+    run_time_limit_s: int = Field(default=48 * 3600, ge=60)
+    """The longest a single run may train before it is stopped and failed; the broker's visibility
+    timeout is set above it so a long run is never handed to a second worker."""
+    poll_interval_s: float = Field(default=1.0, gt=0, le=60)
+    """How often a running job flushes progress and metrics and re-reads its status (cancel)."""
+    shutdown_grace_s: float = Field(default=60.0, gt=0)
+    """``marlforge up``: how long to wait for the API and worker to stop before killing them."""
+    log_level: str = "INFO"
+    """Log level of the API and the workers."""
+
+    @model_validator(mode="after")
+    def _check_queue_prefix(self) -> Settings:
+        if any(c.isspace() or c == "," for c in self.queue_prefix):
+            raise ValueError("queue_prefix may not contain whitespace or commas")
+        return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_var_defaults(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        var_dir = Path(data.get("var_dir") or "var").expanduser().resolve()
+        data["var_dir"] = var_dir
+        if not data.get("database_url"):
+            data["database_url"] = f"sqlite:///{var_dir / 'marlforge.db'}"
+        if not data.get("artifacts_dir"):
+            data["artifacts_dir"] = var_dir / "artifacts"
+        data["artifacts_dir"] = Path(data["artifacts_dir"]).expanduser().resolve()
+        return data
+
+    @property
+    def broker_dir(self) -> Path:
+        """The embedded broker's folders (used only with ``filesystem://``)."""
+        return self.var_dir / "broker"
+
+    @property
+    def visibility_timeout_s(self) -> int:
+        """Seconds before an unacknowledged message is handed out again: above the longest run."""
+        return self.run_time_limit_s + 3600
+
+    @property
+    def uses_embedded_broker(self) -> bool:
+        """True when the broker is the filesystem transport under ``var_dir``."""
+        return self.broker_url.startswith("filesystem://")
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings, read from the environment once."""
+    return Settings()

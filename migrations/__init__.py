@@ -1,0 +1,1 @@
+"""Alembic migrations: the only thing that builds or changes the schema."""

@@ -1,0 +1,100 @@
+"""API tests: the app on the session's PostgreSQL database, each test inside a transaction that is
+rolled back at the end (the service's own commits only release savepoints), and a real broker
+transport (kombu's filesystem transport in the test's temporary folder)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import Connection, Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.app import create_app
+from core.settings import Settings
+from core.storage import ArtifactStorage
+
+EXAMPLE_SPEC = Path(__file__).resolve().parents[2] / "examples" / "ddpg_pendulum.json"
+
+
+@pytest.fixture
+def example_spec() -> dict[str, Any]:
+    """The README's example spec."""
+    spec: dict[str, Any] = json.loads(EXAMPLE_SPEC.read_text())
+    return spec
+
+
+@pytest.fixture
+def settings(tmp_path: Path, pg_url: str) -> Settings:
+    """Settings for one test: its own var folder, embedded broker and artifacts."""
+    return Settings(
+        var_dir=tmp_path / "var",
+        database_url=pg_url,
+        broker_url="filesystem://",
+        artifacts_dir=tmp_path / "artifacts",
+        queue_prefix="apitest.",
+    )
+
+
+@pytest.fixture
+def connection(pg_engine: Engine) -> Iterator[Connection]:
+    """A connection inside an outer transaction that is rolled back after the test."""
+    with pg_engine.connect() as conn:
+        outer = conn.begin()
+        try:
+            yield conn
+        finally:
+            outer.rollback()
+
+
+@pytest.fixture
+def session_factory(connection: Connection) -> sessionmaker[Session]:
+    """Sessions joined to the test's transaction: their commits become savepoints."""
+    return sessionmaker(
+        bind=connection, join_transaction_mode="create_savepoint", expire_on_commit=False
+    )
+
+
+@pytest.fixture
+def session(session_factory: sessionmaker[Session]) -> Iterator[Session]:
+    """A session for the test's own reads and writes (seen by the app: same transaction)."""
+    with session_factory() as s:
+        yield s
+
+
+@pytest.fixture
+def storage(settings: Settings) -> ArtifactStorage:
+    """The test's artifact storage."""
+    return ArtifactStorage(settings.artifacts_dir)
+
+
+@pytest.fixture
+def client(
+    settings: Settings, session_factory: sessionmaker[Session], storage: ArtifactStorage
+) -> Iterator[TestClient]:
+    """A client of the app wired to the test's transaction, broker folder and storage."""
+    app = create_app(settings, session_factory=session_factory, storage=storage)
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def queued_messages(settings: Settings) -> Callable[[], list[dict[str, Any]]]:
+    """Reads the Celery messages waiting in the embedded broker's folder (queue, task, args)."""
+
+    def read() -> list[dict[str, Any]]:
+        folder = settings.broker_dir / "queue"
+        messages = []
+        for path in sorted(folder.glob("*.msg")) if folder.is_dir() else []:
+            payload = json.loads(path.read_text())
+            body = json.loads(base64.b64decode(payload["body"]))
+            messages.append({"queue": path.name.partition(".")[2][: -len(".msg")],
+                             "task": payload["headers"]["task"], "args": body[0]})
+        return messages
+
+    return read

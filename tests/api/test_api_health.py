@@ -1,0 +1,69 @@
+"""Liveness and readiness, including a broker and a database that are down."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from api.app import create_app
+from core.db import make_engine, make_session_factory
+from core.enums import ExperimentStatus
+from core.models import Experiment
+from core.settings import Settings
+from core.storage import ArtifactStorage
+
+# Nothing listens on port 1: connections are refused at once.
+DEAD_REDIS = "redis://127.0.0.1:1/0"
+
+
+def test_healthz_and_readyz_are_ok(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"status": "ok", "checks": {}}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json() == {"status": "ok", "checks": {"database": "ok", "broker": "ok"}}
+
+
+def test_readyz_is_503_when_the_broker_is_down(
+    settings: Settings, session_factory: Any, storage: ArtifactStorage
+) -> None:
+    app = create_app(settings.model_copy(update={"broker_url": DEAD_REDIS}),
+                     session_factory=session_factory, storage=storage)
+    with TestClient(app) as client:
+        response = client.get("/readyz")
+
+    assert response.status_code == 503
+    checks = response.json()["checks"]
+    assert checks["database"] == "ok" and checks["broker"].startswith("broker unreachable")
+
+
+def test_readyz_is_503_when_the_database_is_down(tmp_path: Path, settings: Settings) -> None:
+    engine = make_engine("postgresql+psycopg://postgres@127.0.0.1:1/none?connect_timeout=2")
+    app = create_app(settings, session_factory=make_session_factory(engine),
+                     storage=ArtifactStorage(tmp_path))
+    with TestClient(app) as client:
+        response = client.get("/readyz")
+    engine.dispose()
+
+    assert response.status_code == 503
+    assert response.json()["checks"]["database"].startswith("unreachable")
+
+
+def test_a_submission_the_broker_cannot_take_is_503_and_marked_failed(
+    settings: Settings, session_factory: Any, storage: ArtifactStorage, session: Session,
+    example_spec: dict[str, Any],
+) -> None:
+    app = create_app(settings.model_copy(update={"broker_url": DEAD_REDIS}),
+                     session_factory=session_factory, storage=storage)
+    with TestClient(app) as client:
+        response = client.post("/v1/experiments", json=example_spec)
+
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "broker_unavailable"
+    # The row is complete and honest: failed with the reason, and resumable later.
+    row = session.scalars(select(Experiment).order_by(Experiment.id.desc())).first()
+    assert row is not None and row.status == ExperimentStatus.FAILED
+    assert row.status_reason is not None and "broker is unreachable" in row.status_reason

@@ -1,0 +1,50 @@
+"""End-to-end fixtures: the service as separate processes, started with the commands the
+deployment uses (``marlforge api``, ``marlforge worker --backend torch``) on the session's
+PostgreSQL database and Redis."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from e2e_support import Api, ServiceProcess, free_port, service_env
+
+
+@pytest.fixture(scope="module")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, pg_url: str, redis_url: str, queue_prefix: str
+) -> Iterator[Api]:
+    """The API and one torch worker as processes; yields a client of the API."""
+    folder: Path = tmp_path_factory.mktemp("stack")
+    port = free_port()
+    env = service_env({
+        "MARLFORGE_DATABASE_URL": pg_url,
+        "MARLFORGE_BROKER_URL": redis_url,
+        "MARLFORGE_QUEUE_PREFIX": queue_prefix,
+        "MARLFORGE_VAR_DIR": str(folder / "var"),
+        "MARLFORGE_ARTIFACTS_DIR": str(folder / "artifacts"),
+        "MARLFORGE_POLL_INTERVAL_S": "0.2",
+    })
+    worker = ServiceProcess(["worker", "--backend", "torch"], env, folder / "worker.log")
+    api = ServiceProcess(["api", "--host", "127.0.0.1", "--port", str(port)], env,
+                         folder / "api.log")
+    client = Api(f"http://127.0.0.1:{port}")
+    try:
+        client.wait_ready(process=api)
+        worker.wait_for_output(" ready.")
+        yield client
+    finally:
+        client.http.close()
+        api.stop()
+        worker.stop()
+        _forget_queues(redis_url, queue_prefix)
+
+
+def _forget_queues(redis_url: str, queue_prefix: str) -> None:
+    import redis
+
+    connection = redis.Redis.from_url(redis_url)
+    for key in connection.scan_iter(match=f"*{queue_prefix}*"):
+        connection.delete(key)

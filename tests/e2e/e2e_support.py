@@ -1,0 +1,166 @@
+"""Helpers of the end-to-end tests: service processes started like a deployment starts them, and
+an HTTP client that waits for an experiment to reach a status."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+TERMINAL = {"succeeded", "failed", "cancelled"}
+
+
+def marlforge_command() -> list[str]:
+    """The installed ``marlforge`` console script (what docker-compose and ``make up`` run)."""
+    script = Path(sys.executable).with_name("marlforge")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "core.cli"]
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def service_env(overrides: Mapping[str, str], drop: Iterable[str] = ()) -> dict[str, str]:
+    """The environment of a service process: this one's, with MARLFORGE_* replaced."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("MARLFORGE_") and k not in set(drop)}
+    # Two shared cores: one torch thread per process keeps the machine usable.
+    env.update({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
+    env.update(overrides)
+    return env
+
+
+class ServiceProcess:
+    """One ``marlforge <command>`` process with its output in a log file."""
+
+    def __init__(self, args: list[str], env: Mapping[str, str], log_path: Path) -> None:
+        self.log_path = log_path
+        self._log = log_path.open("wb")
+        self.process = subprocess.Popen(
+            [*marlforge_command(), *args], env=dict(env), stdout=self._log,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+    def output(self) -> str:
+        """Everything the process has printed so far."""
+        return self.log_path.read_text(errors="replace")
+
+    def wait_for_output(self, text: str, timeout: float = 120) -> None:
+        """Block until ``text`` appears in the output; fail if the process dies first."""
+        deadline = time.monotonic() + timeout
+        while text not in self.output():
+            if self.process.poll() is not None:
+                raise AssertionError(f"process exited ({self.process.returncode}):\n{self.output()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {text!r} within {timeout} s:\n{self.output()[-4000:]}")
+            time.sleep(0.2)
+
+    def children(self) -> list[int]:
+        """Process ids whose parent is this process."""
+        found = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == self.process.pid:
+                found.append(int(stat.parent.name))
+        return found
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 90) -> int:
+        """Send ``sig``, wait for the exit (killing after ``timeout``) and return the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self._log.close()
+        return self.process.returncode
+
+
+class Api:
+    """A client of a running API."""
+
+    def __init__(self, base_url: str) -> None:
+        self.http = httpx.Client(base_url=base_url, timeout=30)
+
+    def wait_ready(self, timeout: float = 120, process: ServiceProcess | None = None) -> None:
+        """Block until ``/readyz`` answers 200."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if self.http.get("/readyz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if process is not None and process.process.poll() is not None:
+                raise AssertionError(f"the service exited:\n{process.output()}")
+            if time.monotonic() > deadline:
+                raise AssertionError("the API never became ready")
+            time.sleep(0.25)
+
+    def submit(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """POST a spec; it must be accepted."""
+        response = self.http.post("/v1/experiments", json=spec)
+        assert response.status_code == 201, response.text
+        body: dict[str, Any] = response.json()
+        return body
+
+    def get(self, experiment_id: str) -> dict[str, Any]:
+        """GET an experiment."""
+        response = self.http.get(f"/v1/experiments/{experiment_id}")
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
+        return body
+
+    def wait_until(self, experiment_id: str, statuses: set[str], min_step: int = 0,
+                   timeout: float = 240) -> tuple[dict[str, Any], list[str]]:
+        """Poll until the status is one of ``statuses`` (and the step at least ``min_step``);
+        returns the experiment and every status seen on the way."""
+        seen: list[str] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            body = self.get(experiment_id)
+            if not seen or seen[-1] != body["status"]:
+                seen.append(body["status"])
+            if body["status"] in statuses and body["progress"]["step"] >= min_step:
+                return body, seen
+            if body["status"] in TERMINAL - statuses:
+                raise AssertionError(f"ended {body['status']}: {body['status_reason']}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"still {body['status']} at {body['progress']} after {timeout} s")
+            time.sleep(0.2)
+
+    def all_metrics(self, experiment_id: str) -> list[dict[str, Any]]:
+        """Every metric point, read page by page."""
+        points: list[dict[str, Any]] = []
+        after: int | None = None
+        while True:
+            params: dict[str, Any] = {"limit": 50}
+            if after is not None:
+                params["after_step"] = after
+            page = self.http.get(f"/v1/experiments/{experiment_id}/metrics", params=params).json()
+            points.extend(page["items"])
+            after = page["next_after_step"]
+            if after is None:
+                return points
+
+    def checkpoints(self, experiment_id: str) -> list[dict[str, Any]]:
+        """The experiment's checkpoints, oldest first."""
+        items: list[dict[str, Any]] = self.http.get(
+            f"/v1/experiments/{experiment_id}/checkpoints").json()["items"]
+        return items

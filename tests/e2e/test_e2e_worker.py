@@ -1,0 +1,111 @@
+"""The deployed shape end to end: ``marlforge api`` and ``marlforge worker --backend torch`` as
+processes on PostgreSQL and Redis; a DDPG spec is trained, cancelled, resumed and downloaded."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from e2e_support import Api
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.integration]
+
+
+def _assert_ordered_without_duplicates(points: list[dict[str, Any]]) -> None:
+    steps = [p["step"] for p in points]
+    keys = [(p["step"], p["name"]) for p in points]
+    assert steps == sorted(steps)
+    assert len(keys) == len(set(keys))
+
+
+def test_a_ddpg_run_trains_and_its_checkpoint_acts(
+    stack: Api, tiny_spec: Callable[..., dict[str, Any]], tmp_path: Path
+) -> None:
+    created = stack.submit(tiny_spec(total_steps=400))
+    assert created["status"] == "queued"
+
+    done, seen = stack.wait_until(created["id"], {"succeeded"})
+
+    assert "running" in seen
+    assert done["progress"] == {"step": 400, "total_steps": 400, "fraction": 1.0}
+    assert done["started_at"] and done["finished_at"]
+    points = stack.all_metrics(created["id"])
+    _assert_ordered_without_duplicates(points)
+    assert {"eval/episode_return", "learner/loss_critic"} <= {p["name"] for p in points}
+    assert set(done["latest_metrics"]) == {p["name"] for p in points}
+
+    checkpoints = stack.checkpoints(created["id"])
+    assert [c["step"] for c in checkpoints] == [200, 400]
+    latest = checkpoints[-1]
+    response = stack.http.get(
+        f"/v1/experiments/{created['id']}/checkpoints/{latest['id']}/file")
+    assert response.status_code == 200
+    assert hashlib.sha256(response.content).hexdigest() == latest["sha256"]
+    assert response.headers["etag"] == f'"{latest["sha256"]}"'
+    assert int(response.headers["content-length"]) == latest["size_bytes"]
+
+    path = tmp_path / "policy.ckpt"
+    path.write_bytes(response.content)
+    _act_with(path, done["spec"])
+
+
+def _act_with(path: Path, spec_json: dict[str, Any]) -> None:
+    from learners.checkpoint import load_policy
+    from learners.envs.catalogue import make_vec_env
+    from learners.spec import ExperimentSpec
+
+    spec = ExperimentSpec.model_validate(spec_json)
+    policy = load_policy(path)
+    env = make_vec_env(spec.env, seed=11, workers=0)
+    try:
+        observation = env.reset(seed=11)
+        actions = np.asarray(policy.act(observation))
+        assert actions.shape == (spec.env.num_envs, 1, env.info.action_dim)
+        assert np.all(np.isfinite(actions))
+        env.step(actions)
+    finally:
+        env.close()
+
+
+def test_cancel_a_running_and_a_queued_run_then_resume(
+    stack: Api, tiny_spec: Callable[..., dict[str, Any]]
+) -> None:
+    running = stack.submit(tiny_spec(total_steps=1600, name="long"))
+    stack.wait_until(running["id"], {"running"}, min_step=200)
+    queued = stack.submit(tiny_spec(total_steps=400, name="behind"))
+    # One worker, one job at a time: the second waits in the queue.
+    assert stack.get(queued["id"])["status"] == "queued"
+
+    cancelled_queued = stack.http.post(f"/v1/experiments/{queued['id']}/cancel").json()
+    cancelling = stack.http.post(f"/v1/experiments/{running['id']}/cancel").json()
+    stopped, _ = stack.wait_until(running["id"], {"cancelled"})
+
+    assert cancelled_queued["status"] == "cancelled"
+    assert cancelling["status"] in {"cancelling", "cancelled"}
+    step = stopped["progress"]["step"]
+    assert 200 <= step < 1600
+    assert stack.checkpoints(running["id"])[-1]["step"] == step
+
+    resumed = stack.http.post(f"/v1/experiments/{running['id']}/resume").json()
+    assert resumed["status"] == "queued"
+    assert resumed["status_reason"] == f"resumed from the checkpoint at step {step}"
+    done, _ = stack.wait_until(running["id"], {"succeeded"})
+
+    assert done["progress"]["step"] == 1600 and done["attempts"] == 2
+    _assert_ordered_without_duplicates(stack.all_metrics(running["id"]))
+    # The queued run's job was consumed by now and never started it.
+    never = stack.get(queued["id"])
+    assert never["status"] == "cancelled" and never["started_at"] is None
+    assert never["attempts"] == 0 and stack.all_metrics(queued["id"]) == []
+
+
+def test_bad_specs_are_refused_by_the_running_api(stack: Api) -> None:
+    response = stack.http.post("/v1/experiments", content=b"{oops",
+                               headers={"content-type": "application/json"})
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"][0]["field"] == "body"

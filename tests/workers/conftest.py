@@ -1,0 +1,65 @@
+"""Worker tests: the orchestration and its hooks on the session's PostgreSQL database, with real
+commits (a job commits as it goes, exactly as in production), real artifact files and, where a run
+trains, the real learner with a tiny budget."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from core import experiments
+from core.db import make_session_factory
+from core.queue import CeleryDispatcher
+from core.settings import Settings
+from core.storage import ArtifactStorage
+from learners.spec import parse_spec
+from workers.orchestration import RunLimits
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread() -> None:
+    # Two shared cores: torch's default of one thread per core oversubscribes them several-fold.
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.set_num_threads(1)
+
+
+@pytest.fixture
+def session_factory(pg_engine: Engine) -> sessionmaker[Session]:
+    """Sessions that really commit (the worker's view of the database)."""
+    return make_session_factory(pg_engine)
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> ArtifactStorage:
+    """Artifact storage in the test's folder."""
+    return ArtifactStorage(tmp_path / "artifacts")
+
+
+@pytest.fixture
+def limits() -> RunLimits:
+    """Fast polling so that tests see a cancel within a fraction of a second."""
+    return RunLimits(poll_interval_s=0.1, time_limit_s=600, stale_after_s=120)
+
+
+@pytest.fixture
+def submit(
+    tmp_path: Path, pg_url: str, session_factory: sessionmaker[Session]
+) -> Iterator[Callable[..., str]]:
+    """Submits a spec through the service (embedded broker in the test's folder); returns the id."""
+    settings = Settings(var_dir=tmp_path / "var", database_url=pg_url, broker_url="filesystem://",
+                        queue_prefix="workertest.")
+    dispatcher = CeleryDispatcher(settings)
+
+    def _submit(spec: dict[str, Any]) -> str:
+        with session_factory() as session:
+            return experiments.submit(session, dispatcher, parse_spec(spec)).id
+
+    yield _submit

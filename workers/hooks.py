@@ -1,0 +1,181 @@
+"""The worker's side of ``learners.hooks.TrainingHooks``: a run's reports go to the database.
+
+The learner may call these hooks every iteration; they buffer in memory and write at most once per
+``poll_interval_s`` (one transaction for the metrics batch, the progress, the log lines and their
+events), which is also when the experiment's status is re-read to notice a cancel.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from core.enums import EventKind, ExperimentStatus
+from core.repositories import (
+    CheckpointRepository,
+    EventRepository,
+    ExperimentRepository,
+    MetricRepository,
+    MetricWrite,
+)
+from core.storage import ArtifactStorage
+from learners.hooks import MetricPoint
+
+log = logging.getLogger(__name__)
+
+_LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
+               "error": logging.ERROR}
+
+
+class StopCause(StrEnum):
+    """Why the hooks told the run to stop."""
+
+    CANCELLED = "cancelled"
+    SHUTDOWN = "shutdown"
+    TIME_LIMIT = "time_limit"
+    LOST = "lost"
+
+
+class DatabaseHooks:
+    """Training hooks that persist to the database and the artifact storage."""
+
+    def __init__(
+        self,
+        experiment_id: str,
+        session_factory: sessionmaker[Session],
+        storage: ArtifactStorage,
+        *,
+        keep_last: int,
+        total_steps: int,
+        poll_interval_s: float,
+        time_limit_s: float,
+        shutdown_requested: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.experiment_id = experiment_id
+        self.session_factory = session_factory
+        self.storage = storage
+        self.keep_last = keep_last
+        self.total_steps = total_steps
+        self.poll_interval_s = poll_interval_s
+        self.deadline = time.monotonic() + time_limit_s
+        self.shutdown_requested = shutdown_requested
+        self.stop_cause: StopCause | None = None
+        self.step = 0
+        self._written_step = -1
+        self._metrics: list[MetricWrite] = []
+        self._logs: list[dict[str, Any]] = []
+        self._next_flush = 0.0
+
+    # --- TrainingHooks ---------------------------------------------------------------------
+
+    def metrics(self, points: Sequence[MetricPoint]) -> None:
+        for p in points:
+            value = float(p.value)
+            self._metrics.append(
+                MetricWrite(int(p.step), p.name, value if math.isfinite(value) else None,
+                            float(p.wall_time))
+            )
+        self._maybe_flush()
+
+    def progress(self, step: int) -> None:
+        self.step = int(step)
+        self._maybe_flush()
+
+    def checkpoint(self, step: int, write: Callable[[Path], None]) -> None:
+        self.step = max(self.step, int(step))
+        self.flush()
+        stored = self.storage.write_checkpoint(self.experiment_id, int(step), write)
+        with self.session_factory() as session:
+            checkpoints = CheckpointRepository(session)
+            row = checkpoints.record(
+                self.experiment_id, int(step), stored.relative_path, stored.size_bytes,
+                stored.sha256,
+            )
+            pruned = checkpoints.beyond(self.experiment_id, self.keep_last)
+            checkpoints.delete(pruned)
+            EventRepository(session).add(
+                self.experiment_id,
+                EventKind.CHECKPOINT,
+                {"id": row.id, "step": row.step, "size_bytes": row.size_bytes,
+                 "sha256": row.sha256, "pruned": [p.id for p in pruned]},
+            )
+            session.commit()
+        # Files go only after their records: a crash in between leaves an orphan file, never a
+        # record pointing at nothing.
+        for old in pruned:
+            self.storage.delete(old.path)
+
+    def should_stop(self) -> bool:
+        if self.stop_cause is None and self.shutdown_requested():
+            self.stop_cause = StopCause.SHUTDOWN
+        if self.stop_cause is None and time.monotonic() > self.deadline:
+            self.stop_cause = StopCause.TIME_LIMIT
+        self._maybe_flush()
+        return self.stop_cause is not None
+
+    def log(self, level: str, message: str) -> None:
+        log.log(_LOG_LEVELS.get(level, logging.INFO), "[%s] %s", self.experiment_id, message)
+        self._logs.append({"level": level, "message": message, "step": self.step})
+        self._maybe_flush()
+
+    # --- writing -----------------------------------------------------------------------------
+
+    def _maybe_flush(self) -> None:
+        if time.monotonic() >= self._next_flush:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write everything buffered in one transaction and re-read the status."""
+        self._next_flush = time.monotonic() + self.poll_interval_s
+        metrics, self._metrics = self._metrics, []
+        logs, self._logs = self._logs, []
+        with self.session_factory() as session:
+            events = EventRepository(session)
+            experiments = ExperimentRepository(session)
+            latest = self._write_metrics(session, metrics)
+            if latest is not None or self.step != self._written_step:
+                experiments.set_progress(self.experiment_id, self.step, latest)
+            if self.step != self._written_step:
+                events.add(self.experiment_id, EventKind.PROGRESS,
+                           {"step": self.step, "total_steps": self.total_steps})
+            for entry in logs:
+                events.add(self.experiment_id, EventKind.LOG, entry)
+            status = experiments.status_of(self.experiment_id)
+            session.commit()
+        self._written_step = self.step
+        self._notice(status)
+
+    def _write_metrics(
+        self, session: Session, metrics: list[MetricWrite]
+    ) -> dict[str, Any] | None:
+        if not metrics:
+            return None
+        MetricRepository(session).write(self.experiment_id, metrics)
+        experiment = ExperimentRepository(session).get(self.experiment_id)
+        latest = dict(experiment.latest_metrics) if experiment is not None else {}
+        for point in sorted(metrics, key=lambda p: p.step):
+            if point.name not in latest or latest[point.name]["step"] <= point.step:
+                latest[point.name] = {"step": point.step, "value": point.value}
+        EventRepository(session).add(
+            self.experiment_id,
+            EventKind.METRICS,
+            {"points": [{"step": p.step, "name": p.name, "value": p.value,
+                         "wall_time": p.wall_time} for p in metrics]},
+        )
+        return latest
+
+    def _notice(self, status: ExperimentStatus | None) -> None:
+        if self.stop_cause is not None:
+            return
+        if status == ExperimentStatus.CANCELLING:
+            self.stop_cause = StopCause.CANCELLED
+        elif status != ExperimentStatus.RUNNING:
+            # Deleted, or moved on by someone else: this run no longer owns the experiment.
+            self.stop_cause = StopCause.LOST

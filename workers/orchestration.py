@@ -1,0 +1,216 @@
+"""One training run from start to end, as plain Python: the Celery task only calls this.
+
+``run_experiment`` claims the experiment (``queued -> running``), finds the checkpoint to resume
+from, runs ``learners.training.train`` with database-backed hooks, and records how it ended:
+``succeeded``, ``failed`` with the error's message, ``cancelled``, or back to ``queued`` when the
+worker itself is shutting down (the caller then returns the job to the broker).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import ValidationError
+from sqlalchemy.orm import Session, sessionmaker
+
+from core.db import utcnow
+from core.enums import ExperimentStatus
+from core.lifecycle import transition
+from core.models import Experiment
+from core.repositories import CheckpointRepository, ExperimentRepository, MetricRepository
+from core.storage import ArtifactStorage
+from learners.spec import ExperimentSpec
+from workers.hooks import DatabaseHooks, StopCause
+
+log = logging.getLogger(__name__)
+
+S = ExperimentStatus
+
+
+class Outcome(StrEnum):
+    """What the task should tell the broker after ``run_experiment``."""
+
+    DONE = "done"
+    """The message is finished with (whatever the run's status): acknowledge it."""
+    REQUEUE = "requeue"
+    """The worker is shutting down mid-run: return the message so another run resumes it."""
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    """How the worker bounds a run."""
+
+    poll_interval_s: float
+    time_limit_s: float
+    stale_after_s: float
+    """A ``running`` experiment not updated for this long has lost its worker and may be taken over."""
+
+
+def run_experiment(
+    experiment_id: str,
+    session_factory: sessionmaker[Session],
+    storage: ArtifactStorage,
+    limits: RunLimits,
+    shutdown_requested: Callable[[], bool] = lambda: False,
+) -> Outcome:
+    """Run the experiment's training to its end and record the result."""
+    spec = _claim(experiment_id, session_factory, limits)
+    if spec is None:
+        return Outcome.DONE
+    resume_from = _prepare_resume(experiment_id, session_factory, storage)
+    hooks = DatabaseHooks(
+        experiment_id,
+        session_factory,
+        storage,
+        keep_last=spec.checkpoint.keep_last,
+        total_steps=spec.total_steps,
+        poll_interval_s=limits.poll_interval_s,
+        time_limit_s=limits.time_limit_s,
+        shutdown_requested=shutdown_requested,
+    )
+    try:
+        from learners.training import train
+
+        train(spec, hooks, resume_from=resume_from)
+        hooks.flush()
+    except Exception as exc:
+        log.exception("experiment %s failed", experiment_id)
+        _flush_quietly(hooks)
+        _finish(session_factory, experiment_id, S.FAILED, _describe(exc))
+        return Outcome.DONE
+    return _record_end(experiment_id, session_factory, hooks, limits)
+
+
+def _claim(
+    experiment_id: str, session_factory: sessionmaker[Session], limits: RunLimits
+) -> ExperimentSpec | None:
+    """Move the experiment to ``running`` and return its spec, or None when there is nothing to run."""
+    with session_factory() as session:
+        experiment = ExperimentRepository(session).get(experiment_id)
+        if experiment is None:
+            log.warning("experiment %s does not exist; dropping its job", experiment_id)
+            return None
+        if not _claimable(experiment, limits):
+            log.info("experiment %s is %s; not starting it", experiment_id, experiment.status)
+            if experiment.status == S.CANCELLING:
+                transition(session, experiment_id, [S.CANCELLING], S.CANCELLED,
+                           "cancelled before the run resumed", finished_at=utcnow())
+                session.commit()
+            return None
+        try:
+            spec = ExperimentSpec.model_validate(experiment.spec)
+        except ValidationError as exc:
+            transition(session, experiment_id, [experiment.status], S.FAILED,
+                       f"the stored spec is no longer valid: {exc}", finished_at=utcnow())
+            session.commit()
+            return None
+        reason = ("the previous worker stopped responding; taking the run over"
+                  if experiment.status == S.RUNNING else None)
+        moved = transition(
+            session, experiment_id, [experiment.status], S.RUNNING, reason,
+            attempts=experiment.attempts + 1, started_at=experiment.started_at or utcnow(),
+        )
+        session.commit()
+        return spec if moved is not None else None
+
+
+def _claimable(experiment: Experiment, limits: RunLimits) -> bool:
+    if experiment.status == S.QUEUED:
+        return True
+    if experiment.status != S.RUNNING:
+        return False
+    # A redelivered job whose experiment still shows signs of life belongs to another worker.
+    silent_for = utcnow() - experiment.updated_at
+    return silent_for > dt.timedelta(seconds=limits.stale_after_s)
+
+
+def _prepare_resume(
+    experiment_id: str, session_factory: sessionmaker[Session], storage: ArtifactStorage
+) -> Path | None:
+    """The checkpoint to continue from; forget metrics and checkpoints after it (they will be
+    computed again on the same step axis)."""
+    storage.remove_partials(experiment_id)
+    with session_factory() as session:
+        checkpoints = CheckpointRepository(session)
+        latest = checkpoints.latest(experiment_id)
+        while latest is not None and not storage.resolve(latest.path).is_file():
+            log.warning("checkpoint %s of %s is missing on disk; skipping it", latest.id,
+                        experiment_id)
+            checkpoints.delete([latest])
+            latest = checkpoints.latest(experiment_id)
+        step = latest.step if latest is not None else 0
+        stale = checkpoints.after(experiment_id, step)
+        checkpoints.delete(stale)
+        MetricRepository(session).delete_after(experiment_id, step if latest is not None else -1)
+        ExperimentRepository(session).set_progress(
+            experiment_id, step, None if latest is not None else {}
+        )
+        session.commit()
+    for row in stale:
+        storage.delete(row.path)
+    return storage.resolve(latest.path) if latest is not None else None
+
+
+def _record_end(
+    experiment_id: str,
+    session_factory: sessionmaker[Session],
+    hooks: DatabaseHooks,
+    limits: RunLimits,
+) -> Outcome:
+    cause = hooks.stop_cause
+    at = f"at step {hooks.step}"
+    if cause == StopCause.LOST:
+        log.warning("experiment %s was taken away from this worker %s", experiment_id, at)
+        return Outcome.DONE
+    if cause == StopCause.SHUTDOWN:
+        requeued = _finish(session_factory, experiment_id, S.QUEUED,
+                           f"the worker shut down {at}; the run continues from its checkpoint",
+                           only_from=[S.RUNNING])
+        if requeued:
+            return Outcome.REQUEUE
+        _finish(session_factory, experiment_id, S.CANCELLED, f"cancelled {at}")
+        return Outcome.DONE
+    if cause == StopCause.TIME_LIMIT:
+        _finish(session_factory, experiment_id, S.FAILED,
+                f"stopped {at}: the run exceeded the time limit of {limits.time_limit_s:.0f} s")
+    elif cause == StopCause.CANCELLED:
+        _finish(session_factory, experiment_id, S.CANCELLED, f"cancelled {at}")
+    else:
+        # Training returned without being asked to stop: the budget is spent. A cancel that
+        # arrived after the last status read is moot.
+        _finish(session_factory, experiment_id, S.SUCCEEDED, None)
+    return Outcome.DONE
+
+
+def _finish(
+    session_factory: sessionmaker[Session],
+    experiment_id: str,
+    to: ExperimentStatus,
+    reason: str | None,
+    only_from: list[ExperimentStatus] | None = None,
+) -> bool:
+    finished_at = None if to == S.QUEUED else utcnow()
+    with session_factory() as session:
+        moved = transition(session, experiment_id, only_from or [S.RUNNING, S.CANCELLING], to,
+                           reason, finished_at=finished_at)
+        session.commit()
+    return moved is not None
+
+
+def _flush_quietly(hooks: DatabaseHooks) -> None:
+    # Keep the metrics the run reported before it failed; a failing database must not hide the
+    # original error.
+    try:
+        hooks.flush()
+    except Exception:
+        log.exception("could not write the last reports of experiment %s", hooks.experiment_id)
+
+
+def _describe(exc: BaseException) -> str:
+    message = str(exc).strip()
+    return message if message else type(exc).__name__

@@ -1,0 +1,68 @@
+"""The one Celery task: take an experiment id, run it, tell the broker how it went.
+
+Everything else is in ``workers.orchestration``, which tests call without a broker.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from functools import lru_cache
+from typing import Any
+
+from celery import Task
+from celery.exceptions import Reject
+from celery.signals import worker_shutting_down
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from core.db import make_engine, make_session_factory
+from core.queue import RUN_TASK
+from core.settings import get_settings
+from core.storage import ArtifactStorage
+from workers.app import app
+from workers.orchestration import Outcome, RunLimits, run_experiment
+
+log = logging.getLogger(__name__)
+
+# Set by the worker's SIGTERM/SIGINT handler: the running job checkpoints, stops and is requeued.
+_shutdown = threading.Event()
+
+
+@worker_shutting_down.connect
+def _on_worker_shutting_down(**_: Any) -> None:
+    _shutdown.set()
+
+
+@lru_cache(maxsize=1)
+def _session_factory() -> sessionmaker[Session]:
+    return make_session_factory(make_engine(get_settings().database_url))
+
+
+def _limits() -> RunLimits:
+    settings = get_settings()
+    return RunLimits(
+        poll_interval_s=settings.poll_interval_s,
+        time_limit_s=settings.run_time_limit_s,
+        stale_after_s=max(120.0, 60 * settings.poll_interval_s),
+    )
+
+
+@app.task(name=RUN_TASK, bind=True, max_retries=20)
+def run_experiment_task(self: Task, experiment_id: str) -> str:
+    """Run one experiment; ``experiment_id`` is all the message carries."""
+    if _shutdown.is_set():
+        # A job handed over while the worker is stopping waits for the next worker untouched.
+        raise Reject(f"worker shutting down; experiment {experiment_id} not started", requeue=True)
+    storage = ArtifactStorage(get_settings().artifacts_dir)
+    try:
+        outcome = run_experiment(
+            experiment_id, _session_factory(), storage, _limits(), _shutdown.is_set
+        )
+    except OperationalError as exc:
+        # The database is unreachable: try again later instead of dropping the job.
+        log.warning("database unavailable for experiment %s: %s", experiment_id, exc)
+        raise self.retry(exc=exc, countdown=15) from exc
+    if outcome == Outcome.REQUEUE:
+        raise Reject(f"worker shutting down; experiment {experiment_id} requeued", requeue=True)
+    return outcome.value
