@@ -39,3 +39,47 @@ class TrainingHooks(Protocol):
 
     def log(self, level: str, message: str) -> None:
         """A message for the people watching the run (``info``, ``warning`` or ``error``)."""
+
+
+class MemoryHooks:
+    """``TrainingHooks`` that keep what a run reports in memory: for tests, benchmarks and scripts.
+
+    Checkpoints are written to ``checkpoint_dir`` as ``step-<step>.safetensors`` (or only noted when
+    it is None). ``stop_after`` makes ``should_stop`` answer True from its ``stop_after``-th call on,
+    which stops a run after that many iterations.
+    """
+
+    def __init__(self, checkpoint_dir: Path | None = None, stop_after: int | None = None) -> None:
+        self.checkpoint_dir = checkpoint_dir
+        self.stop_after = stop_after
+        self.points: list[MetricPoint] = []
+        self.metric_batches = 0
+        self.progress_steps: list[int] = []
+        self.checkpoints: list[tuple[int, Path | None]] = []
+        self.logs: list[tuple[str, str]] = []
+        self.stop_checks = 0
+
+    def metrics(self, points: Sequence[MetricPoint]) -> None:
+        self.points.extend(points)
+        self.metric_batches += 1
+
+    def progress(self, step: int) -> None:
+        self.progress_steps.append(step)
+
+    def checkpoint(self, step: int, write: Callable[[Path], None]) -> None:
+        path = None
+        if self.checkpoint_dir is not None:
+            path = self.checkpoint_dir / f"step-{step:012d}.safetensors"
+            write(path)
+        self.checkpoints.append((step, path))
+
+    def should_stop(self) -> bool:
+        self.stop_checks += 1
+        return self.stop_after is not None and self.stop_checks >= self.stop_after
+
+    def log(self, level: str, message: str) -> None:
+        self.logs.append((level, message))
+
+    def series(self, name: str) -> list[tuple[int, float]]:
+        """The (step, value) points of metric ``name``, in the order they came."""
+        return [(p.step, p.value) for p in self.points if p.name == name]

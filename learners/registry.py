@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from learners.algorithms.ddpg import DDPGConfig
+from learners.algorithms.ppo import IPPOConfig, MAPPOConfig
 from learners.config import AlgorithmConfig
 from learners.enums import Algorithm, Backend, EnvSuite
 
@@ -24,6 +25,13 @@ class ActionKind(StrEnum):
 
     CONTINUOUS = "continuous"
     DISCRETE = "discrete"
+
+
+class RunnerKind(StrEnum):
+    """The training loop an algorithm runs in: ``learners.runners.<kind>.run(ctx)``."""
+
+    OFF_POLICY = "off_policy"
+    ON_POLICY = "on_policy"
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,7 @@ class AlgorithmEntry:
     multi_agent: bool
     suites: frozenset[EnvSuite]
     action_kinds: frozenset[ActionKind]
+    runner: RunnerKind
     # backend -> "module:Class" of the learner; a backend appears here only once it is built.
     learners: dict[Backend, str] = field(default_factory=dict)
 
@@ -62,7 +71,34 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         multi_agent=False,
         suites=frozenset({EnvSuite.GYMNASIUM}),
         action_kinds=frozenset({ActionKind.CONTINUOUS}),
+        runner=RunnerKind.OFF_POLICY,
         learners={Backend.TORCH: "learners.backends.torch.ddpg:TorchDDPG"},
+    ),
+    Algorithm.IPPO: AlgorithmEntry(
+        algorithm=Algorithm.IPPO,
+        title="IPPO",
+        summary="Independent PPO (de Witt et al., 2020): stochastic per-agent policies trained "
+        "with PPO's clipped surrogate and GAE, each critic seeing only its agent's observation; "
+        "shared parameters with one-hot agent ids by default, optional GRU memory.",
+        config=IPPOConfig,
+        multi_agent=True,
+        suites=frozenset({EnvSuite.MPE}),
+        action_kinds=frozenset({ActionKind.CONTINUOUS, ActionKind.DISCRETE}),
+        runner=RunnerKind.ON_POLICY,
+        learners={Backend.TORCH: "learners.backends.torch.ppo:TorchPPO"},
+    ),
+    Algorithm.MAPPO: AlgorithmEntry(
+        algorithm=Algorithm.MAPPO,
+        title="MAPPO",
+        summary="Multi-agent PPO (Yu et al., 2022): IPPO's decentralised stochastic policies "
+        "with a centralised critic on the global state, value normalisation, value clipping and "
+        "a Huber value loss; shared parameters with one-hot agent ids by default, optional GRU.",
+        config=MAPPOConfig,
+        multi_agent=True,
+        suites=frozenset({EnvSuite.MPE}),
+        action_kinds=frozenset({ActionKind.CONTINUOUS, ActionKind.DISCRETE}),
+        runner=RunnerKind.ON_POLICY,
+        learners={Backend.TORCH: "learners.backends.torch.ppo:TorchPPO"},
     ),
 }
 

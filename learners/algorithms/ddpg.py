@@ -2,21 +2,32 @@
 
 A deterministic actor mu(s) and a critic Q(s, a) learn off-policy from a replay buffer. The critic
 regresses onto the TD target r + gamma * (1 - terminated) * Q'(s', mu'(s')) computed from slowly
-tracking target networks, with no gradient through the target; the actor ascends Q(s, mu(s)).
-Exploration adds Gaussian noise to the actor's action. Time-limit truncation is not termination:
-the target bootstraps through it.
+tracking target networks, with no gradient through the target (the reference's torch copy computed
+it with gradient tracking on, seeds defect 8); the actor ascends Q(s, mu(s)). Exploration adds
+Gaussian noise to the actor's action. Time-limit truncation is not termination: the target
+bootstraps through it.
 
-This module holds the config and the backend-neutral math; each backend supplies networks and the
-gradient step.
+Actions live in [-1, 1] (the env adapters scale them onto the env's bounds), so the actor ends in
+``tanh`` and the noise scale means the same thing in every env.
+
+This module holds the config and the backend-neutral math: the losses over ``Ops`` (shared with
+MADDPG, and with every backend), the exploration noise (host NumPy) and the typed stats. Each
+backend supplies the networks and the gradient step.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Mapping
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
 
+import numpy as np
+from numpy.typing import NDArray
 from pydantic import Field
 
 from learners.config import AlgorithmConfig
+from learners.functional.losses import masked_mean
+from learners.functional.ops import A, Ops
 
 
 class DDPGConfig(AlgorithmConfig):
@@ -44,5 +55,46 @@ class DDPGConfig(AlgorithmConfig):
     """Std of the Gaussian noise added to actions, as a fraction of the action range's half-width."""
     hidden_sizes: tuple[int, ...] = Field(default=(256, 256), min_length=1, max_length=8)
     """Widths of the hidden layers of actor and critic (ReLU)."""
-    grad_clip_norm: float | None = Field(default=None, gt=0)
-    """Clip each network's gradient to this global norm; ``null`` turns clipping off."""
+    max_grad_norm: float | None = Field(default=None, gt=0)
+    """Clip each network's gradients to this global norm; ``null`` turns clipping off."""
+
+
+@dataclass(frozen=True)
+class DDPGStats:
+    """One update's figures; every backend's DDPG and MADDPG return these keys."""
+
+    loss_actor: float
+    """-mean Q(s, mu(s)) over live agents."""
+    loss_critic: float
+    """mean (Q(s, a) - td_target)^2 over live agents."""
+    q_value: float
+    """mean Q(s, a) of the batch."""
+    td_target: float
+    """mean TD target of the batch."""
+    grad_norm_actor: float
+    """The actor's global gradient norm before clipping."""
+    grad_norm_critic: float
+    """The critic's global gradient norm before clipping."""
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def critic_loss(ops: Ops[A], q: A, target: A, mask: A) -> A:
+    """The critic's regression loss: masked mean of (Q(s, a) - target)^2. ``target`` is
+    ``learners.functional.returns.td_target`` of the target networks' Q and carries no gradient."""
+    error = q - target
+    return masked_mean(ops, error * error, mask)
+
+
+def actor_loss(ops: Ops[A], q_policy: A, mask: A) -> A:
+    """The actor's loss: -masked mean of Q(s, mu(s)) (gradient ascent on Q through the action)."""
+    return -masked_mean(ops, q_policy, mask)
+
+
+def explore(actions: NDArray[np.float32], noise_std: float, rng: np.random.Generator) -> NDArray[np.float32]:
+    """Gaussian exploration: ``actions`` + N(0, noise_std^2), clipped back into [-1, 1]."""
+    if noise_std == 0.0:
+        return actions
+    noisy = actions + rng.normal(0.0, noise_std, actions.shape).astype(np.float32)
+    return np.clip(noisy, -1.0, 1.0, out=noisy)

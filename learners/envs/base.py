@@ -12,6 +12,13 @@ one set of runners and buffers serves both.
 - Episodes end by ``terminated`` (a true end: do not bootstrap) or ``truncated`` (a time limit:
   bootstrap from ``final_obs``/``final_state``, the observation the episode ended on). Copies that
   ended are reset automatically; their ``obs`` is already the first observation of the next episode.
+- Continuous actions are always given in [-1, 1] per dimension; the adapter clips them and maps them
+  linearly onto the env's own bounds (``EnvInfo.action_low``/``action_high``), so every learner can
+  use a ``tanh`` actor and one noise scale whatever the env.
+- Episode ``k`` of copy ``i`` is seeded from ``(seed, i, k)`` (``episode_seed``), so a run that
+  restarts its envs at the episode indices it had reached replays exactly the episodes it would have.
+- The arrays an env returns are its own preallocated buffers, double-buffered: they stay valid
+  through the next ``step`` and are overwritten by the one after. Copy what you keep longer.
 """
 
 from __future__ import annotations
@@ -79,6 +86,8 @@ class Transition:
     """(E, N, obs_dim) the last observation of each ended episode (else equal to the next obs)."""
     final_state: FloatArray
     """(E, state_dim) likewise for the global state."""
+    final_avail_actions: FloatArray
+    """(E, N, action_dim) likewise for the available actions (what a bootstrap may maximise over)."""
     episode_returns: FloatArray
     """(E,) for ended episodes: the mean over agents of each agent's undiscounted return; NaN otherwise."""
     episode_lengths: NDArray[np.int64]
@@ -89,9 +98,14 @@ class VecEnv(Protocol):
     """``num_envs`` environments stepped in lockstep with automatic reset."""
 
     info: EnvInfo
+    episode_index: NDArray[np.int64]
+    """(E,) the index ``k`` of the episode each copy is playing now."""
 
-    def reset(self, seed: int) -> Observation:
-        """Reset every copy; copy ``i``'s episodes are seeded from ``seed`` deterministically."""
+    def reset(
+        self, seed: int | None = None, episode_index: NDArray[np.int64] | None = None
+    ) -> Observation:
+        """Reset every copy; copy ``i`` starts episode ``episode_index[i]`` (default 0), seeded from
+        ``(seed, i, k)``. ``seed`` defaults to the seed the env was made with."""
 
     def step(self, actions: NDArray[np.generic]) -> tuple[Observation, Transition]:
         """Act with ``actions`` of shape (E, N, action_dim) (continuous) or (E, N) (discrete)."""
@@ -101,3 +115,13 @@ class VecEnv(Protocol):
 
     def close(self) -> None:
         """Release the environments."""
+
+
+def episode_seed(seed: int, copy: int, episode: int) -> int:
+    """The seed of episode ``episode`` of env copy ``copy`` in a run seeded ``seed``.
+
+    A hash of the triple (NumPy's ``SeedSequence``), not ``seed + copy``: neighbouring runs and
+    copies must not share episodes.
+    """
+    state = np.random.SeedSequence((seed, copy, episode)).generate_state(1, np.uint32)
+    return int(state[0])

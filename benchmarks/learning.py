@@ -1,0 +1,126 @@
+"""Learning curves: train a spec over several seeds and print eval return against env steps.
+
+    python benchmarks/learning.py --algorithm ddpg --env Pendulum-v1 --seeds 0 1 2 --steps 20000
+    python benchmarks/learning.py --spec examples/ddpg_pendulum.json --seeds 0 1 2
+
+Each seed trains with the algorithm's defaults (per-env defaults included) unless ``--spec`` gives a
+whole spec; ``--set key=value`` overrides a hyperparameter (JSON values). It prints every seed's
+eval returns, the mean over seeds at each evaluation, the wall time, and whether the mean at the end
+reaches ``--target`` (DDPG on Pendulum-v1: -200 within 20,000 env steps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from learners.enums import EnvSuite  # noqa: E402
+from learners.envs.catalogue import MPE_ENVS  # noqa: E402
+from learners.hooks import MemoryHooks  # noqa: E402
+from learners.spec import ExperimentSpec, parse_spec  # noqa: E402
+from learners.training import train  # noqa: E402
+
+
+def default_spec(
+    algorithm: str,
+    backend: str,
+    env_id: str,
+    *,
+    seed: int,
+    steps: int,
+    num_envs: int = 1,
+    eval_every: int = 2000,
+    eval_episodes: int = 10,
+    hyperparameters: dict[str, Any] | None = None,
+) -> ExperimentSpec:
+    """A spec with the algorithm's defaults; checkpoints only at the end."""
+    suite = EnvSuite.MPE if env_id in MPE_ENVS else EnvSuite.GYMNASIUM
+    kwargs: dict[str, Any] = {}
+    if suite == EnvSuite.MPE and algorithm in ("ddpg", "maddpg"):
+        kwargs["continuous_actions"] = True
+    return parse_spec(
+        {
+            "name": f"{algorithm}-{env_id}-seed{seed}",
+            "algorithm": algorithm,
+            "backend": backend,
+            "env": {"suite": suite, "id": env_id, "num_envs": num_envs, "kwargs": kwargs},
+            "total_steps": steps,
+            "seed": seed,
+            "device": "cpu",
+            "hyperparameters": hyperparameters or {},
+            "evaluation": {"every_steps": eval_every, "episodes": eval_episodes},
+            "checkpoint": {"every_steps": steps},
+        }
+    )
+
+
+def run_seed(spec: ExperimentSpec) -> tuple[list[tuple[int, float]], float]:
+    hooks = MemoryHooks()
+    start = time.perf_counter()
+    train(spec, hooks)
+    return hooks.series("eval/episode_return"), time.perf_counter() - start
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        try:
+            overrides[key] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[key] = value
+    return overrides
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--algorithm", default="ddpg")
+    parser.add_argument("--backend", default="torch")
+    parser.add_argument("--env", default="Pendulum-v1")
+    parser.add_argument("--spec", type=Path, help="a spec JSON file (its seed is replaced)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=20_000)
+    parser.add_argument("--num-envs", type=int, default=1)
+    parser.add_argument("--eval-every", type=int, default=2000)
+    parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--target", type=float, default=-200.0)
+    args = parser.parse_args()
+
+    curves, walls = [], []
+    for seed in args.seeds:
+        if args.spec is not None:
+            data = json.loads(args.spec.read_text())
+            data["seed"] = seed
+            data.setdefault("hyperparameters", {}).update(parse_overrides(args.set))
+            spec = parse_spec(data)
+        else:
+            spec = default_spec(
+                args.algorithm, args.backend, args.env, seed=seed, steps=args.steps,
+                num_envs=args.num_envs, eval_every=args.eval_every,
+                eval_episodes=args.eval_episodes, hyperparameters=parse_overrides(args.set),
+            )  # fmt: skip
+        curve, wall = run_seed(spec)
+        curves.append(curve)
+        walls.append(wall)
+        points = "  ".join(f"{s}:{v:.0f}" for s, v in curve)
+        print(f"seed {seed}: {wall:6.1f} s  {points}", flush=True)
+
+    steps = [s for s, _ in curves[0]]
+    means = np.mean([[v for _, v in c] for c in curves], axis=0)
+    print("mean over seeds: " + "  ".join(f"{s}:{m:.0f}" for s, m in zip(steps, means, strict=True)))
+    print(f"wall time per seed: mean {np.mean(walls):.1f} s, total {np.sum(walls):.1f} s")
+    verdict = "reaches" if means[-1] >= args.target else "misses"
+    print(f"final mean eval return {means[-1]:.1f} {verdict} the target {args.target}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""One module per algorithm: its typed config and its backend-neutral math."""

@@ -1,0 +1,214 @@
+"""MAPPO and IPPO: Yu et al., "The Surprising Effectiveness of PPO in Cooperative Multi-Agent
+Games", NeurIPS 2022 (Datasets and Benchmarks); de Witt et al., "Is Independent Learning All You
+Need in the StarCraft Multi-Agent Challenge?", 2020.
+
+Each agent acts with a stochastic policy pi(a_i | o_i) (categorical over the available actions, or a
+diagonal Gaussian); a critic estimates values for GAE (Schulman et al., 2016), and both are trained
+with PPO's clipped surrogate (Schulman et al., 2017) on minibatches of the latest rollout for a few
+epochs. MAPPO's critic is centralised: it sees the global state (plus the agent's one-hot id). IPPO
+is the same algorithm with a decentralised critic that sees only the agent's own observation: one
+implementation, two configurations (TorchRL's ``IPPOLoss`` says the same).
+
+The math (returns, distributions, losses, clipping) is in ``learners.functional``, written once;
+each backend supplies the networks and the gradient step. ``docs/algorithms.md`` has the equations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import Field, ValidationInfo, field_validator
+
+from learners.config import AlgorithmConfig
+from learners.functional.normalizer import ValueNormalizer
+from learners.functional.returns import gae, normalize_advantages
+
+if TYPE_CHECKING:
+    from learners.buffers.rollout import RolloutBuffer
+
+_MPE_DEFAULTS: Mapping[str, Any] = {
+    "rollout_length": 100,
+    "epochs": 10,
+    "minibatches": 2,
+    "learning_rate": 7e-4,
+    "entropy_coef": 0.01,
+}
+
+
+class PPOConfig(AlgorithmConfig):
+    """Hyperparameters shared by MAPPO and IPPO. The defaults learn simple_spread_v3."""
+
+    env_defaults: ClassVar[Mapping[str, Mapping[str, Any]]] = {"mpe:*": _MPE_DEFAULTS}
+    centralised_critic: ClassVar[bool]
+    """Whether the critic sees the global state (MAPPO) or only the agent's observation (IPPO)."""
+
+    learning_rate: float = Field(default=5e-4, gt=0, le=1)
+    """Adam step size of actor and critic (one optimiser over both, on the combined loss)."""
+    linear_lr_decay: bool = True
+    """Decay the step size linearly over the run, from ``learning_rate`` down to
+    ``learning_rate * lr_end_factor`` at ``total_steps``."""
+    lr_end_factor: float = Field(default=0.1, ge=0, le=1)
+    """The fraction of ``learning_rate`` left at the end of the run when decay is on."""
+    gamma: float = Field(default=0.99, ge=0, le=1)
+    """Discount factor."""
+    gae_lambda: float = Field(default=0.95, ge=0, le=1)
+    """GAE's lambda: 0 is the one-step TD advantage, 1 the Monte-Carlo return minus the value."""
+    rollout_length: int = Field(default=128, ge=1, le=100_000)
+    """Steps each env copy takes per rollout; one update follows each rollout."""
+    epochs: int = Field(default=10, ge=1, le=1000)
+    """Passes over each rollout."""
+    minibatches: int = Field(default=1, ge=1, le=4096)
+    """Minibatches per epoch: the rollout is split into this many shuffled parts."""
+    clip_eps: float = Field(default=0.2, gt=0, lt=1)
+    """PPO's clip range: the probability ratio is clipped to [1 - clip_eps, 1 + clip_eps]."""
+    value_clip_eps: float | None = Field(default=0.2, gt=0)
+    """Clip the critic's change from its rollout prediction to this range (PPO-style value
+    clipping); ``null`` turns value clipping off."""
+    huber_delta: float | None = Field(default=10.0, gt=0)
+    """Huber loss threshold of the critic's loss; ``null`` uses the squared error."""
+    value_norm: bool = True
+    """Normalise value targets with running mean/std statistics (the critic predicts normalised
+    returns; advantages are computed on de-normalised values)."""
+    advantage_norm: bool = True
+    """Standardise advantages over each rollout (over live agents only)."""
+    value_coef: float = Field(default=1.0, ge=0, le=100)
+    """Weight of the critic's loss in the combined loss."""
+    entropy_coef: float = Field(default=0.01, ge=0, le=10)
+    """Weight of the entropy bonus (subtracted from the loss)."""
+    max_grad_norm: float | None = Field(default=10.0, gt=0)
+    """Clip the gradient of all parameters together to this global norm; ``null`` turns clipping
+    off."""
+    hidden_sizes: tuple[int, ...] = Field(default=(64, 64), min_length=1, max_length=8)
+    """Widths of the hidden layers of actor and critic."""
+    activation: Literal["relu", "tanh"] = "tanh"
+    """Activation of the hidden layers."""
+    share_parameters: bool = True
+    """One actor and one critic shared by all agents, told apart by a one-hot agent id in their
+    input; ``false`` gives every agent its own parameters (computed together, in one batch)."""
+    log_std_init: float = Field(default=-0.5, ge=-5, le=2)
+    """Continuous actions: the initial log standard deviation of the Gaussian policy (a learned,
+    state-independent parameter per action dimension)."""
+    recurrent: bool = False
+    """Put a GRU after the first hidden layer of actor and critic; training then runs on padded
+    chunks of consecutive steps that start from the hidden state the rollout recorded."""
+    rnn_hidden_size: int = Field(default=64, ge=1, le=4096)
+    """Recurrent only: the GRU's hidden size."""
+    chunk_length: int = Field(default=25, ge=1, le=10_000)
+    """Recurrent only: the length of the training sequences; episodes are cut into chunks of at
+    most this many steps and shorter chunks are padded (their padding masked out)."""
+
+    @field_validator("minibatches")
+    @classmethod
+    def _minibatches_fit(cls, value: int, info: ValidationInfo) -> int:
+        rollout_length = info.data.get("rollout_length")
+        if rollout_length is not None and value > rollout_length:
+            raise ValueError(f"cannot exceed rollout_length ({rollout_length})")
+        return value
+
+    @field_validator("chunk_length")
+    @classmethod
+    def _chunks_fit(cls, value: int, info: ValidationInfo) -> int:
+        rollout_length = info.data.get("rollout_length")
+        if info.data.get("recurrent") and rollout_length is not None and value > rollout_length:
+            raise ValueError(f"cannot exceed rollout_length ({rollout_length})")
+        return value
+
+
+class MAPPOConfig(PPOConfig):
+    """MAPPO: PPO with a centralised critic on the global state."""
+
+    centralised_critic: ClassVar[bool] = True
+
+
+class IPPOConfig(PPOConfig):
+    """IPPO: PPO with a decentralised critic on each agent's own observation."""
+
+    centralised_critic: ClassVar[bool] = False
+
+
+@dataclass(frozen=True)
+class PPOStats:
+    """What one PPO update reports, the same keys in every backend (means over its minibatches)."""
+
+    loss: float
+    loss_policy: float
+    loss_value: float
+    entropy: float
+    approx_kl: float
+    """Mean of (ratio - 1) - log ratio: how far the policy moved from the rollout's."""
+    clip_fraction: float
+    """Fraction of (step, agent) entries whose ratio was clipped."""
+    grad_norm: float
+    """Global gradient norm before clipping."""
+    learning_rate: float
+    explained_variance: float
+    """1 - Var(returns - values) / Var(returns) of the rollout's values (reward units)."""
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: float(v) for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class RolloutTargets:
+    """The host-side part of an update: what the losses train towards, shaped (T, E, N)."""
+
+    advantages: NDArray[np.float32]
+    """GAE advantages (standardised when ``advantage_norm``); 0 under a zero mask."""
+    returns: NDArray[np.float32]
+    """The critic's regression target: GAE returns, normalised when ``value_norm`` is on."""
+    mask: NDArray[np.float32]
+    """The agent mask: 1 where the agent was alive at that step."""
+    explained_variance: float
+
+
+def rollout_targets(
+    config: PPOConfig, buffer: RolloutBuffer, normalizer: ValueNormalizer
+) -> RolloutTargets:
+    """GAE over the rollout on de-normalised values; then, with value normalisation on, the
+    running statistics absorb the returns and the *targets* are normalised (seeds defect 4). The
+    critic's predictions are never normalised again: they are already in normalised units."""
+    values, next_values = buffer.values, buffer.next_values
+    if config.value_norm:
+        values = normalizer.denormalize(values)
+        next_values = normalizer.denormalize(next_values)
+    advantages, returns = gae(
+        buffer.rewards,
+        values,
+        next_values,
+        buffer.terminated[..., None],
+        buffer.episode_end[..., None],
+        config.gamma,
+        config.gae_lambda,
+    )
+    mask = buffer.agent_mask
+    explained = explained_variance(values, returns, mask)
+    if config.value_norm:
+        normalizer.update(returns, mask)
+        returns = normalizer.normalize(returns)
+    if config.advantage_norm:
+        advantages = normalize_advantages(advantages, mask)
+    return RolloutTargets(advantages, returns, mask, explained)
+
+
+def explained_variance(
+    values: NDArray[np.float32], returns: NDArray[np.float32], mask: NDArray[np.float32]
+) -> float:
+    """1 - Var(returns - values) / Var(returns) over unmasked entries (NaN if returns are flat)."""
+    keep = mask > 0
+    var_returns = float(np.var(returns[keep])) if keep.any() else 0.0
+    if var_returns == 0.0:
+        return float("nan")
+    return 1.0 - float(np.var((returns - values)[keep])) / var_returns
+
+
+def learning_rate_at(config: PPOConfig, step: int, total_steps: int) -> float:
+    """The step size after ``step`` of ``total_steps`` env steps: linear from ``learning_rate`` to
+    ``learning_rate * lr_end_factor`` when decay is on, constant otherwise."""
+    if not config.linear_lr_decay:
+        return config.learning_rate
+    progress = min(max(step / max(total_steps, 1), 0.0), 1.0)
+    return config.learning_rate * (1.0 - (1.0 - config.lr_end_factor) * progress)

@@ -1,0 +1,141 @@
+"""Networks that compute every agent at once, with shared or per-agent parameters (TensorFlow).
+
+The TensorFlow twin of ``learners.backends.torch.agent_nets``, name for name and equation for
+equation: inputs are ``(..., N, features)``; with shared parameters a one-hot agent id, built from
+the input's real shape (never from a configured batch size: seeds defect 6), is appended to the
+input; with separate parameters every layer holds a kernel per agent, ``(N, in, out)``, applied in
+one batched contraction. The GRU cell is PyTorch's ``GRUCell`` written out, gates ordered
+``r, z, n``, so its weights mean the same thing in both backends.
+
+Canonical names: ``layers.<i>.weight``, ``gru.input.weight``, ``gru.hidden.bias``, ``head.weight``,
+and the actor's ``log_std``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import tensorflow as tf
+
+from learners.backends.tensorflow.networks import Dense, Param, orthogonal
+
+
+def agent_ids(x: tf.Tensor, num_agents: int) -> tf.Tensor:
+    """One-hot agent ids shaped like ``x`` but with ``num_agents`` features: ``(..., N, N)``."""
+    shape = tf.concat([tf.shape(x)[:-1], [num_agents]], 0)
+    return tf.broadcast_to(tf.eye(num_agents, dtype=x.dtype), shape)
+
+
+def agent_dense(
+    name: str,
+    in_features: int,
+    out_features: int,
+    num_agents: int,
+    shared: bool,
+    gain: float,
+    rng: np.random.Generator,
+) -> Dense:
+    """A ``Dense`` for every agent: orthogonal kernels (one per agent) scaled by ``gain``, zero
+    biases."""
+    if shared:
+        kernel = orthogonal(rng, in_features, out_features, gain)
+        return Dense(name, kernel, np.zeros(out_features, np.float32))
+    kernels = np.stack(
+        [orthogonal(rng, in_features, out_features, gain) for _ in range(num_agents)]
+    )
+    return Dense(name, kernels, np.zeros((num_agents, out_features), np.float32), per_agent=True)
+
+
+class AgentGRUCell(tf.Module):
+    """r = sigmoid(W_ir x + b_ir + W_hr h + b_hr), z = sigmoid(W_iz x + b_iz + W_hz h + b_hz),
+    n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1 - z) * n + z * h."""
+
+    def __init__(
+        self,
+        in_features: int,
+        hidden_size: int,
+        num_agents: int,
+        shared: bool,
+        rng: np.random.Generator,
+    ) -> None:
+        super().__init__()
+        self.hidden_size = hidden_size
+        size = 3 * hidden_size
+        self.input = agent_dense("gru.input", in_features, size, num_agents, shared, 1.0, rng)
+        self.hidden = agent_dense("gru.hidden", hidden_size, size, num_agents, shared, 1.0, rng)
+        self.params = [*self.input.params, *self.hidden.params]
+
+    def __call__(self, x_gates: tf.Tensor, h: tf.Tensor) -> tf.Tensor:
+        """One step; ``x_gates`` is ``self.input(x)`` (precomputed for a whole sequence)."""
+        x_r, x_z, x_n = tf.split(x_gates, 3, axis=-1)
+        h_r, h_z, h_n = tf.split(self.hidden(h), 3, axis=-1)
+        r = tf.sigmoid(x_r + h_r)
+        z = tf.sigmoid(x_z + h_z)
+        n = tf.tanh(x_n + r * h_n)
+        return (1.0 - z) * n + z * h
+
+
+class AgentMLP(tf.Module):
+    """``in -> hidden layers -> out`` for every agent, optionally with a GRU after the first hidden
+    layer. Feed-forward: ``net(x)`` with ``x`` ``(..., N, in)``. Recurrent: ``net(x, h)`` with
+    ``x`` ``(L, B, N, in)`` (time first) and ``h`` ``(B, N, H)``, returning the outputs of every
+    step and the hidden state after the last one."""
+
+    def __init__(
+        self,
+        in_features: int,
+        hidden_sizes: tuple[int, ...],
+        out_features: int,
+        num_agents: int,
+        *,
+        shared: bool,
+        activation: str,
+        rnn_hidden_size: int | None,
+        rng: np.random.Generator,
+        head_gain: float,
+    ) -> None:
+        super().__init__()
+        self.num_agents = num_agents
+        self.shared = shared
+        self.act = tf.tanh if activation == "tanh" else tf.nn.relu
+        sizes = [in_features + (num_agents if shared else 0), *hidden_sizes]
+        if rnn_hidden_size is not None and len(hidden_sizes) > 1:
+            sizes[1] = rnn_hidden_size  # the second hidden layer reads the GRU's state
+        hidden_gain = math.sqrt(2.0)
+        # Built in the torch learner's init order (layers, GRU, head), so a seed means one thing.
+        self.layers = [
+            agent_dense(f"layers.{i}", a, b, num_agents, shared, hidden_gain, rng)
+            for i, (a, b) in enumerate(zip(sizes[:-1], [*hidden_sizes], strict=True))
+        ]
+        self.gru: AgentGRUCell | None = None
+        last = hidden_sizes[-1]
+        if rnn_hidden_size is not None:
+            self.gru = AgentGRUCell(hidden_sizes[0], rnn_hidden_size, num_agents, shared, rng)
+            if len(hidden_sizes) == 1:
+                last = rnn_hidden_size
+        self.head = agent_dense("head", last, out_features, num_agents, shared, head_gain, rng)
+        self.params: list[Param] = [p for layer in self.layers for p in layer.params]
+        if self.gru is not None:
+            self.params += self.gru.params
+        self.params += self.head.params
+
+    def _with_ids(self, x: tf.Tensor) -> tf.Tensor:
+        if not self.shared:
+            return x
+        return tf.concat([x, agent_ids(x, self.num_agents)], axis=-1)
+
+    def __call__(
+        self, x: tf.Tensor, h: tf.Tensor | None = None
+    ) -> tuple[tf.Tensor, tf.Tensor | None]:
+        y = self.act(self.layers[0](self._with_ids(x)))
+        if self.gru is not None:
+            if h is None:
+                raise ValueError("a recurrent network needs its hidden state")
+            gru = self.gru
+            gates = gru.input(y)  # every step's input gates in one batched call
+            y = tf.scan(lambda state, gate: gru(gate, state), gates, initializer=h)
+            h = y[-1]
+        for layer in self.layers[1:]:
+            y = self.act(layer(y))
+        return self.head(y), h

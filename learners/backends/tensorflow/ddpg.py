@@ -1,0 +1,185 @@
+"""DDPG in TensorFlow (Lillicrap et al., ICLR 2016); the math is ``learners.algorithms.ddpg``.
+
+The reference library had no TensorFlow DDPG at all (seeds defect 9). This one mirrors
+``learners.backends.torch.ddpg.TorchDDPG`` member for member, with the same losses (from
+``learners.algorithms.ddpg`` over ``TensorFlowOps``), the same stats and the same checkpoint names,
+so the parity suite can hold the two to the same numbers. The TD target is computed outside the
+gradient tape and passes through ``td_target``'s stop-gradient: the critic is never trained through
+its own target (seeds defect 8). Each tape watches only the network it trains.
+
+The whole update (target, both gradient steps, Adam, soft updates) runs as one ``tf.function``;
+``set_compiled(False)`` runs it eagerly instead (``benchmarks/tensorflow_compile.py`` measures the
+difference). ``_policy`` and ``_q`` are the two places MADDPG differs, as in the torch learner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import fields
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+from numpy.typing import NDArray
+
+from learners import rng as rngs
+from learners.algorithms.ddpg import DDPGConfig, DDPGStats, actor_loss, critic_loss, explore
+from learners.backends.tensorflow.networks import (
+    MLP,
+    copy_into,
+    load_module,
+    module_state,
+    soft_update,
+    variables,
+)
+from learners.backends.tensorflow.ops import TensorFlowOps
+from learners.backends.tensorflow.optim import TorchAdam, gradient_step
+from learners.backends.tensorflow.runtime import tf_device
+from learners.buffers.replay import ReplayBatch
+from learners.envs.base import EnvInfo, Observation
+from learners.functional.returns import td_target
+
+# The last layers start in [-3e-3, 3e-3], as in the DDPG paper: near-zero actions and values.
+OUTPUT_INIT_SCALE = 3e-3
+
+Batch = dict[str, tf.Tensor]
+
+
+class TensorFlowDDPG:
+    """DDPG's networks, optimisers and exploration generator in TensorFlow."""
+
+    uses_state = False
+    networks = ("actor", "critic", "target_actor", "target_critic")
+
+    def __init__(self, config: DDPGConfig, info: EnvInfo, device: str, seed: int) -> None:
+        if info.action_kind != "continuous":
+            raise ValueError(f"{type(self).__name__} needs continuous actions, not {info.action_kind}")
+        self.config = config
+        self.info = info
+        self.device = tf_device(device)
+        self.ops = TensorFlowOps(self.device)
+        init = rngs.generator(seed, "init")
+        with tf.device(self.device):
+            self.actor, self.critic = self._build_networks(init, trainable=True)
+            self.target_actor, self.target_critic = self._build_networks(init, trainable=False)
+            copy_into(self.target_actor, self.actor)
+            copy_into(self.target_critic, self.critic)
+            self.actor_optimizer = TorchAdam(self.actor.params, config.learning_rate_actor)
+            self.critic_optimizer = TorchAdam(self.critic.params, config.learning_rate_critic)
+        self.rng = rngs.generator(seed, "exploration")
+        self.updates = 0
+        self.set_compiled(True)
+
+    def _build_networks(self, init: np.random.Generator, trainable: bool) -> tuple[Any, Any]:
+        info, hidden = self.info, self.config.hidden_sizes
+        actor = MLP(
+            info.obs_dim, hidden, info.action_dim, init,
+            tanh_output=True, output_scale=OUTPUT_INIT_SCALE, trainable=trainable,
+        )  # fmt: skip
+        critic = MLP(
+            info.obs_dim + info.action_dim, hidden, 1, init,
+            output_scale=OUTPUT_INIT_SCALE, trainable=trainable,
+        )  # fmt: skip
+        return actor, critic
+
+    def set_compiled(self, compiled: bool) -> None:
+        """Run ``update`` and ``act`` as ``tf.function`` graphs (the default) or eagerly."""
+        self.compiled = compiled
+        wrap: Callable[[Any], Any] = (
+            (lambda fn: tf.function(fn, reduce_retracing=True)) if compiled else (lambda fn: fn)
+        )
+        self._train_step = wrap(self._train_step_eager)
+        self._act_step = wrap(self._act_step_eager)
+
+    # -- the two pieces MADDPG overrides -------------------------------------------------------
+    def _policy(self, obs: tf.Tensor, *, target: bool = False) -> tf.Tensor:
+        """Actions (B, N, action_dim) for observations (B, N, obs_dim)."""
+        actor = self.target_actor if target else self.actor
+        return actor(obs)
+
+    def _q(self, obs: tf.Tensor, actions: tf.Tensor, *, target: bool = False) -> tf.Tensor:
+        """Q values (B, N) of each agent's (observation, action)."""
+        critic = self.target_critic if target else self.critic
+        return critic(tf.concat([obs, actions], axis=-1))[..., 0]
+
+    def _batch_actions(self, batch: Batch) -> tf.Tensor:
+        """The stored actions as the critic takes them."""
+        return batch["actions"]
+
+    # ------------------------------------------------------------------------------------------
+    def _tensor(self, array: NDArray[Any]) -> tf.Tensor:
+        return self.ops.asarray(array)
+
+    def _act_step_eager(self, obs: tf.Tensor) -> tf.Tensor:
+        return self._policy(obs)
+
+    def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
+        actions = self._act_step(self._tensor(observation.obs)).numpy()
+        if explore:
+            return self._explore(actions)
+        return actions
+
+    def _explore(self, actions: NDArray[Any]) -> NDArray[Any]:
+        return explore(actions, self.config.exploration_noise, self.rng)
+
+    def _batch(self, batch: ReplayBatch) -> Batch:
+        return {f.name: self._tensor(getattr(batch, f.name)) for f in fields(ReplayBatch)}
+
+    def update(self, batch: ReplayBatch) -> DDPGStats:
+        out = self._train_step(self._batch(batch))
+        self.updates += 1
+        return DDPGStats(**{name: float(value.numpy()) for name, value in out.items()})
+
+    def _train_step_eager(self, batch: Batch) -> dict[str, tf.Tensor]:
+        ops, cfg = self.ops, self.config
+        obs, next_obs, mask = batch["obs"], batch["next_obs"], batch["agent_mask"]
+        terminated = batch["terminated"][:, None]
+        q_next = self._q(next_obs, self._policy(next_obs, target=True), target=True)
+        target = td_target(ops, batch["rewards"], q_next, terminated, cfg.gamma)
+
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(variables(self.critic))
+            q = self._q(obs, self._batch_actions(batch))
+            loss_critic = critic_loss(ops, q, target, mask)
+        norm_critic = gradient_step(
+            ops, tape, loss_critic, [self.critic_optimizer], cfg.max_grad_norm
+        )
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(variables(self.actor))
+            loss_actor = actor_loss(ops, self._q(obs, self._policy(obs)), mask)
+        norm_actor = gradient_step(ops, tape, loss_actor, [self.actor_optimizer], cfg.max_grad_norm)
+        soft_update(self.target_actor, self.actor, cfg.tau)
+        soft_update(self.target_critic, self.critic, cfg.tau)
+        return {
+            "loss_actor": loss_actor,
+            "loss_critic": loss_critic,
+            "q_value": tf.reduce_mean(q),
+            "td_target": tf.reduce_mean(target),
+            "grad_norm_actor": norm_actor,
+            "grad_norm_critic": norm_critic,
+        }
+
+    # -- state ---------------------------------------------------------------------------------
+    def policy_tensor_names(self) -> list[str]:
+        return sorted(module_state("actor", self.actor))
+
+    def state(self) -> dict[str, NDArray[Any]]:
+        tensors: dict[str, NDArray[Any]] = {}
+        for name in self.networks:
+            tensors.update(module_state(name, getattr(self, name)))
+        tensors.update(self.actor_optimizer.state("actor", "actor"))
+        tensors.update(self.critic_optimizer.state("critic", "critic"))
+        tensors["rng/exploration"] = rngs.state_tensor(self.rng)
+        tensors["counters/updates"] = np.array(self.updates, np.int64)
+        return tensors
+
+    def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
+        load_module("actor", self.actor, tensors)
+        if policy_only:
+            return
+        for name in self.networks[1:]:
+            load_module(name, getattr(self, name), tensors)
+        self.actor_optimizer.load_state("actor", "actor", tensors)
+        self.critic_optimizer.load_state("critic", "critic", tensors)
+        rngs.restore(self.rng, tensors["rng/exploration"])
+        self.updates = int(tensors["counters/updates"])

@@ -1,0 +1,44 @@
+"""Device choice and seeding for TensorFlow runs.
+
+The project installs ``tensorflow-cpu``; a worker built with GPU TensorFlow gets ``cuda`` for
+``auto`` when TensorFlow sees a GPU. The device string is the one every backend uses (``cpu`` or
+``cuda``); ``tf_device`` turns it into TensorFlow's name.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from learners.backends import DeviceUnavailable
+from learners.enums import Device
+
+
+def _has_gpu() -> bool:
+    return bool(tf.config.list_physical_devices("GPU"))
+
+
+def resolve_device(device: Device) -> str:
+    """``cpu``, ``cuda``, or for ``auto`` whichever this machine has (GPU first)."""
+    if device == Device.CPU:
+        return "cpu"
+    if _has_gpu():
+        return "cuda"
+    if device == Device.CUDA:
+        raise DeviceUnavailable(
+            "the spec asks for device 'cuda' but TensorFlow on this worker sees no GPU "
+            f"(tensorflow {tf.__version__}); use 'auto' or 'cpu', or run it on a GPU worker"
+        )
+    return "cpu"
+
+
+def tf_device(device: str) -> str:
+    """TensorFlow's name for a backend-neutral device string (``cpu``/``cuda``)."""
+    return "/GPU:0" if device.startswith("cuda") else "/CPU:0"
+
+
+def seed(seed: int) -> None:
+    """Seed TensorFlow's global generator and make its kernels deterministic: the learners draw
+    from NumPy generators, but determinism also fixes the order of float reductions, which the
+    parity with the other backends and exact resumption rely on."""
+    tf.random.set_seed(seed)
+    tf.config.experimental.enable_op_determinism()

@@ -1,0 +1,143 @@
+"""Networks that compute every agent at once, with shared or per-agent parameters (PyTorch).
+
+Inputs are shaped ``(..., N, features)``. With shared parameters one weight serves all agents, and
+a one-hot agent id, built from the input's real shape (never from a configured batch size: seeds
+defect 6), is appended to the input so the agents can still behave differently. With separate
+parameters each layer holds a weight per agent, ``(N, out, in)``, applied with one batched
+contraction: no Python loop over agents anywhere.
+
+Parameter names and layouts are the checkpoint's canonical ones (PyTorch layout, ``(out, in)``
+weights; ``(N, out, in)`` per agent): ``layers.<i>.weight``, ``gru.input.weight``, ``head.bias``...
+The GRU cell is written out (PyTorch's ``GRUCell`` equations) so that per-agent weights work the
+same way as shared ones and other backends can mirror it exactly.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def agent_ids(x: torch.Tensor, num_agents: int) -> torch.Tensor:
+    """One-hot agent ids shaped like ``x`` but with ``num_agents`` features: ``(..., N, N)``."""
+    eye = torch.eye(num_agents, device=x.device, dtype=x.dtype)
+    return eye.expand(*x.shape[:-1], num_agents)
+
+
+class AgentLinear(nn.Module):
+    """``y = x W^T + b`` for every agent; ``W`` is ``(out, in)`` shared or ``(N, out, in)``."""
+
+    def __init__(self, in_features: int, out_features: int, num_agents: int, shared: bool) -> None:
+        super().__init__()
+        self.shared = shared
+        lead = () if shared else (num_agents,)
+        self.weight = nn.Parameter(torch.empty(*lead, out_features, in_features))
+        self.bias = nn.Parameter(torch.zeros(*lead, out_features))
+
+    def reset_parameters(self, gain: float, generator: torch.Generator) -> None:
+        """Orthogonal weights (per agent) scaled by ``gain``, zero biases."""
+        with torch.no_grad():
+            for matrix in self.weight.view(-1, *self.weight.shape[-2:]):
+                nn.init.orthogonal_(matrix, gain=gain, generator=generator)
+            self.bias.zero_()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.shared:
+            return nn.functional.linear(x, self.weight, self.bias)
+        return torch.einsum("...ni,noi->...no", x, self.weight) + self.bias
+
+
+class AgentGRUCell(nn.Module):
+    """PyTorch's GRU cell equations over agent-batched inputs:
+    r = sigmoid(W_ir x + b_ir + W_hr h + b_hr), z = sigmoid(W_iz x + b_iz + W_hz h + b_hz),
+    n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1 - z) * n + z * h."""
+
+    def __init__(self, in_features: int, hidden_size: int, num_agents: int, shared: bool) -> None:
+        super().__init__()
+        self.hidden_size = hidden_size
+        self.input = AgentLinear(in_features, 3 * hidden_size, num_agents, shared)
+        self.hidden = AgentLinear(hidden_size, 3 * hidden_size, num_agents, shared)
+
+    def reset_parameters(self, generator: torch.Generator) -> None:
+        self.input.reset_parameters(1.0, generator)
+        self.hidden.reset_parameters(1.0, generator)
+
+    def forward(self, x_gates: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """One step; ``x_gates`` is ``self.input(x)`` (precomputed for a whole sequence)."""
+        x_r, x_z, x_n = x_gates.chunk(3, dim=-1)
+        h_r, h_z, h_n = self.hidden(h).chunk(3, dim=-1)
+        r = torch.sigmoid(x_r + h_r)
+        z = torch.sigmoid(x_z + h_z)
+        n = torch.tanh(x_n + r * h_n)
+        return (1.0 - z) * n + z * h
+
+
+class AgentMLP(nn.Module):
+    """``in -> hidden layers -> out`` for every agent, optionally with a GRU after the first hidden
+    layer. Feed-forward: ``forward(x)`` with ``x`` ``(..., N, in)``. Recurrent: ``forward(x, h)``
+    with ``x`` ``(L, B, N, in)`` (time first) and ``h`` ``(B, N, H)``, returning the outputs for
+    every step and the hidden state after the last one."""
+
+    def __init__(
+        self,
+        in_features: int,
+        hidden_sizes: tuple[int, ...],
+        out_features: int,
+        num_agents: int,
+        *,
+        shared: bool,
+        activation: str,
+        rnn_hidden_size: int | None,
+    ) -> None:
+        super().__init__()
+        self.num_agents = num_agents
+        self.shared = shared
+        self.act = nn.Tanh() if activation == "tanh" else nn.ReLU()
+        first_in = in_features + (num_agents if shared else 0)
+        sizes = [first_in, *hidden_sizes]
+        self.layers = nn.ModuleList(
+            AgentLinear(a, b, num_agents, shared)
+            for a, b in zip(sizes[:-1], sizes[1:], strict=True)
+        )
+        self.gru: AgentGRUCell | None = None
+        last = hidden_sizes[-1]
+        if rnn_hidden_size is not None:
+            self.gru = AgentGRUCell(hidden_sizes[0], rnn_hidden_size, num_agents, shared)
+            # The GRU replaces nothing: it sits between the first and the second hidden layer.
+            if len(hidden_sizes) == 1:
+                last = rnn_hidden_size
+            else:
+                self.layers[1] = AgentLinear(rnn_hidden_size, hidden_sizes[1], num_agents, shared)
+        self.head = AgentLinear(last, out_features, num_agents, shared)
+
+    def reset_parameters(self, generator: torch.Generator, head_gain: float) -> None:
+        """Orthogonal init (gain sqrt 2 for hidden layers, ``head_gain`` for the output)."""
+        for layer in self.layers:
+            layer.reset_parameters(math.sqrt(2.0), generator)
+        if self.gru is not None:
+            self.gru.reset_parameters(generator)
+        self.head.reset_parameters(head_gain, generator)
+
+    def _with_ids(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.shared:
+            return x
+        return torch.cat([x, agent_ids(x, self.num_agents)], dim=-1)
+
+    def forward(
+        self, x: torch.Tensor, h: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        y = self.act(self.layers[0](self._with_ids(x)))
+        if self.gru is not None:
+            if h is None:
+                raise ValueError("a recurrent network needs its hidden state")
+            gates = self.gru.input(y)  # every step's input gates in one batched call
+            outputs = []
+            for t in range(x.shape[0]):
+                h = self.gru(gates[t], h)
+                outputs.append(h)
+            y = torch.stack(outputs)
+        for layer in self.layers[1:]:
+            y = self.act(layer(y))
+        return self.head(y), h

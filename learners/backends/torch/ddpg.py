@@ -1,0 +1,160 @@
+"""DDPG in PyTorch (Lillicrap et al., ICLR 2016); the math is ``learners.algorithms.ddpg``.
+
+The actor maps an observation to an action in [-1, 1]; the critic maps (observation, action) to a
+value. Both act on the agent axis as a batch axis, so the learner runs on the (B, N, ...) arrays of
+the replay buffer unchanged (N = 1 for Gymnasium). The TD target is computed under ``no_grad`` from
+the target networks and passes through ``td_target``'s stop-gradient as well: the critic is never
+trained through its own target (seeds defect 8).
+
+``_policy`` and ``_q`` are the two places MADDPG differs (agent ids, a centralised critic); it
+subclasses this class and keeps everything else: the update, exploration, soft updates and state.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+
+from learners import rng as rngs
+from learners.algorithms.ddpg import DDPGConfig, DDPGStats, actor_loss, critic_loss, explore
+from learners.backends.torch.networks import (
+    MLP,
+    gradient_step,
+    load_module,
+    load_optimizer,
+    module_state,
+    optimizer_state,
+    seeded_init,
+    soft_update,
+)
+from learners.backends.torch.ops import TorchOps
+from learners.buffers.replay import ReplayBatch
+from learners.envs.base import EnvInfo, Observation
+from learners.functional.returns import td_target
+
+# The last layers start in [-3e-3, 3e-3], as in the DDPG paper: near-zero actions and values.
+OUTPUT_INIT_SCALE = 3e-3
+
+
+class TorchDDPG:
+    """DDPG's networks, optimisers and exploration generator on one torch device."""
+
+    uses_state = False
+    networks = ("actor", "critic", "target_actor", "target_critic")
+
+    def __init__(self, config: DDPGConfig, info: EnvInfo, device: str, seed: int) -> None:
+        if info.action_kind != "continuous":
+            raise ValueError(f"{type(self).__name__} needs continuous actions, not {info.action_kind}")
+        self.config = config
+        self.info = info
+        self.device = torch.device(device)
+        self.ops = TorchOps(self.device)
+        with seeded_init(seed):
+            self.actor, self.critic = self._build_networks()
+        self.actor.to(self.device)
+        self.critic.to(self.device)
+        self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
+        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        self.actor_params = list(self.actor.parameters())
+        self.critic_params = list(self.critic.parameters())
+        self.actor_optimizer = torch.optim.Adam(self.actor_params, lr=config.learning_rate_actor)
+        self.critic_optimizer = torch.optim.Adam(self.critic_params, lr=config.learning_rate_critic)
+        self.rng = rngs.generator(seed, "exploration")
+        self.updates = 0
+
+    def _build_networks(self) -> tuple[MLP, MLP]:
+        info, hidden = self.info, self.config.hidden_sizes
+        actor = MLP(
+            info.obs_dim, hidden, info.action_dim, tanh_output=True, output_scale=OUTPUT_INIT_SCALE
+        )
+        critic = MLP(info.obs_dim + info.action_dim, hidden, 1, output_scale=OUTPUT_INIT_SCALE)
+        return actor, critic
+
+    # -- the two pieces MADDPG overrides -------------------------------------------------------
+    def _policy(self, obs: torch.Tensor, *, target: bool = False) -> torch.Tensor:
+        """Actions (B, N, action_dim) for observations (B, N, obs_dim)."""
+        actor = self.target_actor if target else self.actor
+        return actor(obs)
+
+    def _q(self, obs: torch.Tensor, actions: torch.Tensor, *, target: bool = False) -> torch.Tensor:
+        """Q values (B, N) of each agent's (observation, action)."""
+        critic = self.target_critic if target else self.critic
+        return critic(torch.cat([obs, actions], dim=-1)).squeeze(-1)
+
+    def _batch_actions(self, batch: ReplayBatch) -> torch.Tensor:
+        """The stored actions as the critic takes them."""
+        return self._tensor(batch.actions)
+
+    # ------------------------------------------------------------------------------------------
+    def _tensor(self, array: NDArray[Any]) -> torch.Tensor:
+        return torch.as_tensor(array, device=self.device)
+
+    def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
+        with torch.no_grad():
+            actions = self._policy(self._tensor(observation.obs)).cpu().numpy()
+        if explore:
+            return self._explore(actions)
+        return actions
+
+    def _explore(self, actions: NDArray[Any]) -> NDArray[Any]:
+        return explore(actions, self.config.exploration_noise, self.rng)
+
+    def update(self, batch: ReplayBatch) -> DDPGStats:
+        ops, cfg = self.ops, self.config
+        obs, next_obs = self._tensor(batch.obs), self._tensor(batch.next_obs)
+        rewards, mask = self._tensor(batch.rewards), self._tensor(batch.agent_mask)
+        terminated = self._tensor(batch.terminated)[:, None]
+        with torch.no_grad():
+            q_next = self._q(next_obs, self._policy(next_obs, target=True), target=True)
+        target = td_target(ops, rewards, q_next, terminated, cfg.gamma)
+
+        q = self._q(obs, self._batch_actions(batch))
+        loss_critic = critic_loss(ops, q, target, mask)
+        norm_critic = gradient_step(
+            ops, loss_critic, self.critic_optimizer, self.critic_params, cfg.max_grad_norm
+        )
+        loss_actor = actor_loss(ops, self._q(obs, self._policy(obs)), mask)
+        norm_actor = gradient_step(
+            ops, loss_actor, self.actor_optimizer, self.actor_params, cfg.max_grad_norm
+        )
+        soft_update(self.target_actor, self.actor, cfg.tau)
+        soft_update(self.target_critic, self.critic, cfg.tau)
+        self.updates += 1
+        return DDPGStats(
+            loss_actor=ops.item(loss_actor),
+            loss_critic=ops.item(loss_critic),
+            q_value=ops.item(q.mean()),
+            td_target=ops.item(target.mean()),
+            grad_norm_actor=norm_actor,
+            grad_norm_critic=norm_critic,
+        )
+
+    # -- state ---------------------------------------------------------------------------------
+    def policy_tensor_names(self) -> list[str]:
+        return sorted(module_state("actor", self.actor))
+
+    def state(self) -> dict[str, NDArray[Any]]:
+        tensors: dict[str, NDArray[Any]] = {}
+        for name in self.networks:
+            tensors.update(module_state(name, getattr(self, name)))
+        tensors.update(optimizer_state("actor", self.actor_optimizer, "actor", self.actor))
+        tensors.update(optimizer_state("critic", self.critic_optimizer, "critic", self.critic))
+        tensors["rng/exploration"] = rngs.state_tensor(self.rng)
+        tensors["counters/updates"] = np.array(self.updates, np.int64)
+        return tensors
+
+    def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
+        load_module("actor", self.actor, tensors)
+        if policy_only:
+            return
+        for name in self.networks[1:]:
+            load_module(name, getattr(self, name), tensors)
+        load_optimizer("actor", self.actor_optimizer, "actor", self.actor, tensors)
+        load_optimizer("critic", self.critic_optimizer, "critic", self.critic, tensors)
+        rngs.restore(self.rng, tensors["rng/exploration"])
+        self.updates = int(tensors["counters/updates"])

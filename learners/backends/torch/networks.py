@@ -1,0 +1,133 @@
+"""PyTorch networks and the state helpers every torch learner shares.
+
+Parameter names are the checkpoint's canonical names: an ``MLP`` keeps its layers in
+``self.layers`` (``layers.0.weight`` is the first ``Linear``'s (out, in) weight, ReLUs sit at the
+odd indices), so ``actor.layers.0.weight`` means the same tensor in every backend.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from torch import nn
+
+from learners.functional.gradients import clip_by_global_norm
+
+from learners.backends.torch.ops import TorchOps
+
+
+class MLP(nn.Module):
+    """Linear layers with ReLU between them; ``tanh_output`` squashes the output into [-1, 1].
+
+    ``output_scale`` shrinks the last layer's initial weights (DDPG's actor starts near zero
+    actions and its critic near zero values, which keeps the first updates small)."""
+
+    def __init__(
+        self,
+        in_dim: int,
+        hidden_sizes: Sequence[int],
+        out_dim: int,
+        *,
+        tanh_output: bool = False,
+        output_scale: float | None = None,
+    ) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        width = in_dim
+        for hidden in hidden_sizes:
+            layers += [nn.Linear(width, hidden), nn.ReLU()]
+            width = hidden
+        last = nn.Linear(width, out_dim)
+        if output_scale is not None:
+            nn.init.uniform_(last.weight, -output_scale, output_scale)
+            nn.init.uniform_(last.bias, -output_scale, output_scale)
+        layers.append(last)
+        if tanh_output:
+            layers.append(nn.Tanh())
+        self.layers = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)
+
+
+def soft_update(target: nn.Module, live: nn.Module, tau: float) -> None:
+    """target <- target + tau * (live - target), i.e. tau * live + (1 - tau) * target."""
+    with torch.no_grad():
+        torch._foreach_lerp_(list(target.parameters()), list(live.parameters()), tau)
+
+
+def gradient_step(
+    ops: TorchOps,
+    loss: torch.Tensor,
+    optimizer: torch.optim.Optimizer,
+    params: Sequence[nn.Parameter],
+    max_grad_norm: float | None,
+) -> float:
+    """Backpropagate ``loss`` into ``params`` only, clip by global norm (the shared definition in
+    ``learners.functional.gradients``) and step; returns the norm before clipping."""
+    grads = torch.autograd.grad(loss, params)
+    clipped, norm = clip_by_global_norm(ops, list(grads), max_grad_norm)
+    for param, grad in zip(params, clipped, strict=True):
+        param.grad = grad
+    optimizer.step()
+    return ops.item(norm)
+
+
+def module_state(prefix: str, module: nn.Module) -> dict[str, NDArray[Any]]:
+    """``module``'s parameters and buffers as NumPy arrays named ``<prefix>.<name>``."""
+    return {f"{prefix}.{k}": v.detach().cpu().numpy().copy() for k, v in module.state_dict().items()}
+
+
+def load_module(prefix: str, module: nn.Module, tensors: Mapping[str, NDArray[Any]]) -> None:
+    """Load ``module_state``'s arrays back (every name must be there, shapes must match)."""
+    state = {k: torch.as_tensor(np.asarray(tensors[f"{prefix}.{k}"])) for k in module.state_dict()}
+    module.load_state_dict(state)
+
+
+def _param_names(prefix: str, module: nn.Module) -> list[str]:
+    return [f"{prefix}.{name}" for name, _ in module.named_parameters()]
+
+
+def optimizer_state(
+    net: str, optimizer: torch.optim.Optimizer, prefix: str, module: nn.Module
+) -> dict[str, NDArray[Any]]:
+    """Adam's per-parameter state as ``optim/<net>/<param name>/<key>`` (``step``, ``exp_avg``,
+    ``exp_avg_sq``), keyed by parameter name rather than torch's positional ids."""
+    out: dict[str, NDArray[Any]] = {}
+    for name, param in zip(_param_names(prefix, module), module.parameters(), strict=True):
+        for key, value in optimizer.state.get(param, {}).items():
+            array = value.detach().cpu().numpy() if torch.is_tensor(value) else np.asarray(value)
+            out[f"optim/{net}/{name}/{key}"] = array.copy()
+    return out
+
+
+def load_optimizer(
+    net: str,
+    optimizer: torch.optim.Optimizer,
+    prefix: str,
+    module: nn.Module,
+    tensors: Mapping[str, NDArray[Any]],
+) -> None:
+    """Load ``optimizer_state``'s arrays back into ``optimizer`` (a fresh one stays fresh)."""
+    state: dict[int, dict[str, torch.Tensor]] = {}
+    for index, name in enumerate(_param_names(prefix, module)):
+        head = f"optim/{net}/{name}/"
+        entries = {k[len(head) :]: v for k, v in tensors.items() if k.startswith(head)}
+        if entries:
+            state[index] = {k: torch.as_tensor(np.asarray(v)) for k, v in entries.items()}
+    saved = optimizer.state_dict()
+    optimizer.load_state_dict({"state": state, "param_groups": saved["param_groups"]})
+
+
+@contextlib.contextmanager
+def seeded_init(seed: int) -> Iterator[None]:
+    """Within it, module construction draws from ``seed`` without touching (or depending on) torch's
+    global generator: the same seed builds the same weights whatever ran before."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield

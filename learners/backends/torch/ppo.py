@@ -1,0 +1,360 @@
+"""MAPPO and IPPO in PyTorch (Yu et al., 2022; de Witt et al., 2020): one learner, two configs.
+
+The actor maps each agent's observation to a categorical distribution over its available actions
+or to a diagonal Gaussian (mean from the network, a learned state-independent log std). The critic
+maps the global state (MAPPO, ``MAPPOConfig.centralised_critic``) or the agent's own observation
+(IPPO) to a value. Both compute all env copies and all agents in one forward pass.
+
+Everything that is math lives in ``learners.functional`` (distributions, PPO losses, global-norm
+clipping) and ``learners.algorithms.ppo`` (GAE, value normalisation, learning-rate schedule); this
+module supplies the networks, the device placement and the gradient step. Exploration noise comes
+from a NumPy generator, so its stream is the same in every backend and resumes exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+
+from learners import rng
+from learners.algorithms.ppo import PPOConfig, PPOStats, learning_rate_at, rollout_targets
+from learners.backends.torch.agent_nets import AgentMLP
+from learners.backends.torch.networks import (
+    load_module,
+    load_optimizer,
+    module_state,
+    optimizer_state,
+)
+from learners.backends.torch.ops import TorchOps
+from learners.buffers.rollout import RolloutBuffer, RolloutStep
+from learners.envs.base import EnvInfo, Observation
+from learners.functional import distributions as dist
+from learners.functional.gradients import clip_by_global_norm
+from learners.functional.losses import PPOLoss, entropy_bonus, policy_loss, ppo_loss, value_loss
+from learners.functional.normalizer import ValueNormalizer
+
+Memory = tuple[torch.Tensor, torch.Tensor] | None
+"""The actor's and critic's GRU states, (E, N, H) each; None for feed-forward networks."""
+
+
+class Actor(AgentMLP):
+    """The policy network; continuous actions add ``log_std`` ((A,) shared or (N, A))."""
+
+    def __init__(self, config: PPOConfig, info: EnvInfo) -> None:
+        super().__init__(
+            info.obs_dim,
+            config.hidden_sizes,
+            info.action_dim,
+            info.num_agents,
+            shared=config.share_parameters,
+            activation=config.activation,
+            rnn_hidden_size=config.rnn_hidden_size if config.recurrent else None,
+        )
+        self.log_std: torch.nn.Parameter | None = None
+        if info.action_kind == "continuous":
+            lead = () if config.share_parameters else (info.num_agents,)
+            self.log_std = torch.nn.Parameter(
+                torch.full((*lead, info.action_dim), config.log_std_init)
+            )
+
+
+def _critic(config: PPOConfig, info: EnvInfo) -> AgentMLP:
+    inputs = info.state_dim if config.centralised_critic else info.obs_dim
+    return AgentMLP(
+        inputs,
+        config.hidden_sizes,
+        1,
+        info.num_agents,
+        shared=config.share_parameters,
+        activation=config.activation,
+        rnn_hidden_size=config.rnn_hidden_size if config.recurrent else None,
+    )
+
+
+class TorchPPO:
+    """The PyTorch MAPPO/IPPO learner (``learners.runners.on_policy`` drives it)."""
+
+    def __init__(self, config: PPOConfig, info: EnvInfo, device: str, seed: int) -> None:
+        self.config, self.info = config, info
+        self.device = torch.device(device)
+        if self.device.type == "cpu":
+            # Networks this small run fastest on one thread: handing a 64-wide matmul to a second
+            # thread costs more than it saves, and on a busy 2-core worker it costs ~5x.
+            torch.set_num_threads(1)
+        self.ops = TorchOps(self.device)
+        self.discrete = info.action_kind == "discrete"
+        generator = torch.Generator().manual_seed(seed)
+        self.actor = Actor(config, info)
+        self.critic = _critic(config, info)
+        self.actor.reset_parameters(generator, head_gain=0.01)
+        self.critic.reset_parameters(generator, head_gain=1.0)
+        self.nets: dict[str, AgentMLP] = {
+            "actor": self.actor.to(self.device),
+            "critic": self.critic.to(self.device),
+        }
+        # One Adam per network with the same settings is the same as one over both (Adam is
+        # per-parameter); it keeps each network's moments under its own checkpoint names.
+        self.optimizers = {
+            name: torch.optim.Adam(net.parameters(), lr=config.learning_rate, eps=1e-5)
+            for name, net in self.nets.items()
+        }
+        self.params = [p for net in self.nets.values() for p in net.parameters()]
+        self.normalizer = ValueNormalizer()
+        self.exploration = rng.generator(seed, "exploration")
+        self.minibatch_rng = rng.generator(seed, "minibatches")
+        self.updates = 0
+        self.learning_rate = config.learning_rate
+        self._act_memory: Memory = None
+
+    # -- acting -------------------------------------------------------------------------------
+
+    def initial_memory(self, num_envs: int) -> Memory:
+        """Zero GRU states for ``num_envs`` copies (None for feed-forward networks)."""
+        if not self.config.recurrent:
+            return None
+        shape = (num_envs, self.info.num_agents, self.config.rnn_hidden_size)
+        return torch.zeros(shape, device=self.device), torch.zeros(shape, device=self.device)
+
+    def reset_memory(self, memory: Memory, ended: NDArray[np.bool_]) -> Memory:
+        """``memory`` with the copies whose episode ended set back to zero."""
+        if memory is None or not ended.any():
+            return memory
+        keep = self.ops.asarray(~ended).to(torch.float32)[:, None, None]
+        return memory[0] * keep, memory[1] * keep
+
+    def _tensor(self, x: NDArray[Any]) -> torch.Tensor:
+        return torch.as_tensor(x, device=self.device)
+
+    def _critic_input(self, obs: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        if not self.config.centralised_critic:
+            return obs
+        return state.unsqueeze(-2).expand(*state.shape[:-1], self.info.num_agents, state.shape[-1])
+
+    def _forward_step(self, net: AgentMLP, x: torch.Tensor, h: torch.Tensor | None):
+        """One step of ``net`` on (E, N, in); recurrent nets take and return (E, N, H)."""
+        if h is None:
+            return net(x)[0], None
+        out, h_next = net(x.unsqueeze(0), h)
+        return out[0], h_next
+
+    def _sample(self, out: torch.Tensor, avail: torch.Tensor, explore: bool) -> torch.Tensor:
+        if self.discrete:
+            logits = dist.masked_logits(self.ops, out, avail)
+            if explore:  # Gumbel-max: argmax(logits + Gumbel noise) is a categorical sample
+                logits = logits + self._tensor(
+                    self.exploration.gumbel(size=out.shape).astype(np.float32)
+                )
+            return torch.argmax(logits, dim=-1)
+        if not explore:
+            return out
+        assert self.actor.log_std is not None
+        noise = self._tensor(self.exploration.standard_normal(size=out.shape, dtype=np.float32))
+        return out + torch.exp(self.actor.log_std) * noise
+
+    def _log_prob(
+        self, out: torch.Tensor, actions: torch.Tensor, avail: torch.Tensor
+    ) -> torch.Tensor:
+        if self.discrete:
+            return dist.categorical_log_prob(self.ops, out, actions, avail)
+        assert self.actor.log_std is not None
+        return dist.normal_log_prob(self.ops, actions, out, self.actor.log_std.expand_as(out))
+
+    def _entropy(self, out: torch.Tensor, avail: torch.Tensor) -> torch.Tensor:
+        if self.discrete:
+            return dist.categorical_entropy(self.ops, out, avail)
+        assert self.actor.log_std is not None
+        return dist.normal_entropy(self.ops, self.actor.log_std.expand_as(out))
+
+    def _env_actions(self, actions: torch.Tensor) -> NDArray[Any]:
+        if self.discrete:
+            return actions.cpu().numpy()
+        return torch.clamp(actions, -1.0, 1.0).cpu().numpy()
+
+    @torch.no_grad()
+    def rollout_step(self, observation: Observation, memory: Memory) -> tuple[RolloutStep, Memory]:
+        """Sample actions for every copy and agent, with their log-probabilities and values."""
+        obs, state = self._tensor(observation.obs), self._tensor(observation.state)
+        avail = self._tensor(observation.avail_actions)
+        h_actor, h_critic = memory if memory is not None else (None, None)
+        out, h_actor_next = self._forward_step(self.actor, obs, h_actor)
+        values, h_critic_next = self._forward_step(
+            self.critic, self._critic_input(obs, state), h_critic
+        )
+        actions = self._sample(out, avail, explore=True)
+        step = RolloutStep(
+            actions=actions.cpu().numpy(),
+            env_actions=self._env_actions(actions),
+            log_prob=self._log_prob(out, actions, avail).cpu().numpy(),
+            values=values[..., 0].cpu().numpy(),
+            hidden=None if memory is None else (memory[0].cpu().numpy(), memory[1].cpu().numpy()),
+        )
+        next_memory = None if memory is None else (h_actor_next, h_critic_next)
+        return step, next_memory
+
+    @torch.no_grad()
+    def values(self, obs: NDArray[Any], state: NDArray[Any], memory: Memory) -> NDArray[np.float32]:
+        """The critic's raw values (E, N) of an observation, given the GRU state before it."""
+        critic_in = self._critic_input(self._tensor(obs), self._tensor(state))
+        values, _ = self._forward_step(
+            self.critic, critic_in, None if memory is None else memory[1]
+        )
+        return values[..., 0].cpu().numpy()
+
+    @torch.no_grad()
+    def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
+        """Actions for a batched observation (evaluation, replays); a recurrent policy carries its
+        own GRU state between calls (``end_episodes`` clears it)."""
+        num_envs = observation.obs.shape[0]
+        if self.config.recurrent and (
+            self._act_memory is None or self._act_memory[0].shape[0] != num_envs
+        ):
+            self._act_memory = self.initial_memory(num_envs)
+        h = None if self._act_memory is None else self._act_memory[0]
+        out, h_next = self._forward_step(self.actor, self._tensor(observation.obs), h)
+        if self._act_memory is not None and h_next is not None:
+            self._act_memory = (h_next, self._act_memory[1])
+        actions = self._sample(out, self._tensor(observation.avail_actions), explore)
+        return self._env_actions(actions)
+
+    def end_episodes(self, ended: NDArray[np.bool_]) -> None:
+        """Forget ``act``'s GRU state for the copies whose episode ended."""
+        self._act_memory = self.reset_memory(self._act_memory, ended)
+
+    # -- learning -----------------------------------------------------------------------------
+
+    def lr_decay(self, step: int, total_steps: int) -> float:
+        """Set the step size for env step ``step`` of ``total_steps``; returns it."""
+        self.learning_rate = learning_rate_at(self.config, step, total_steps)
+        for optimizer in self.optimizers.values():
+            for group in optimizer.param_groups:
+                group["lr"] = self.learning_rate
+        return self.learning_rate
+
+    def update(self, buffer: RolloutBuffer) -> PPOStats:
+        """``epochs`` passes of minibatch PPO over the rollout in ``buffer``."""
+        targets = rollout_targets(self.config, buffer, self.normalizer)
+        data = self._rollout_tensors(buffer, targets.advantages, targets.returns)
+        totals: dict[str, float] = {}
+        count = 0
+        for minibatch in self._minibatches(buffer, data):
+            terms, grad_norm = self._step(minibatch)
+            for name, value in terms._asdict().items():
+                totals[name] = totals.get(name, 0.0) + float(value)
+            totals["grad_norm"] = totals.get("grad_norm", 0.0) + grad_norm
+            count += 1
+        self.updates += 1
+        means = {k: v / count for k, v in totals.items()}
+        return PPOStats(
+            **means, learning_rate=self.learning_rate, explained_variance=targets.explained_variance
+        )
+
+    def _rollout_tensors(
+        self, buffer: RolloutBuffer, advantages: NDArray[np.float32], returns: NDArray[np.float32]
+    ) -> dict[str, NDArray[Any]]:
+        data = {
+            "obs": buffer.obs,
+            "state": buffer.state,
+            "avail": buffer.avail_actions,
+            "actions": buffer.actions,
+            "log_prob_old": buffer.log_prob,
+            "values_old": buffer.values,
+            "returns": returns,
+            "advantages": advantages,
+            "mask": buffer.agent_mask,
+        }
+        if self.config.recurrent:
+            data["actor_hidden"] = buffer.actor_hidden
+            data["critic_hidden"] = buffer.critic_hidden
+        return data
+
+    def _minibatches(
+        self, buffer: RolloutBuffer, data: dict[str, NDArray[Any]]
+    ) -> Iterator[dict[str, torch.Tensor]]:
+        """Shuffled minibatches: of (step, env) rows, or of padded chunks when recurrent."""
+        cfg = self.config
+        if cfg.recurrent:
+            chunks = buffer.chunks(cfg.chunk_length)
+            hidden = {
+                k: self._tensor(chunks.first(data.pop(k)))
+                for k in ("actor_hidden", "critic_hidden")
+            }
+            # Time first: (L, C, ...); padding is masked through ``filled``.
+            seq = {k: self._tensor(np.swapaxes(chunks.gather(v), 0, 1)) for k, v in data.items()}
+            seq["mask"] = seq["mask"] * self._tensor(chunks.filled.T)[..., None]
+            rows, axis = len(chunks.env), 1
+        else:
+            seq = {k: self._tensor(v.reshape(-1, *v.shape[2:])) for k, v in data.items()}
+            hidden, rows, axis = {}, buffer.length * buffer.info.num_envs, 0
+        for _ in range(cfg.epochs):
+            order = self.minibatch_rng.permutation(rows)
+            for part in np.array_split(order, min(cfg.minibatches, rows)):
+                index = torch.as_tensor(part, device=self.device)
+                minibatch = {k: v.index_select(axis, index) for k, v in seq.items()}
+                minibatch.update({k: v.index_select(0, index) for k, v in hidden.items()})
+                yield minibatch
+
+    def _losses(self, mb: Mapping[str, torch.Tensor]) -> PPOLoss[torch.Tensor]:
+        cfg, ops = self.config, self.ops
+        out, _ = self.actor(mb["obs"], mb.get("actor_hidden"))
+        values, _ = self.critic(self._critic_input(mb["obs"], mb["state"]), mb.get("critic_hidden"))
+        log_prob = self._log_prob(out, mb["actions"], mb["avail"])
+        policy = policy_loss(
+            ops, log_prob, mb["log_prob_old"], mb["advantages"], mb["mask"], cfg.clip_eps
+        )
+        loss_value = value_loss(
+            ops,
+            values[..., 0],
+            mb["values_old"],
+            mb["returns"],
+            mb["mask"],
+            cfg.value_clip_eps,
+            cfg.huber_delta,
+        )
+        entropy = entropy_bonus(ops, self._entropy(out, mb["avail"]), mb["mask"])
+        return ppo_loss(policy, loss_value, entropy, cfg.value_coef, cfg.entropy_coef)
+
+    def _step(self, minibatch: Mapping[str, torch.Tensor]) -> tuple[PPOLoss[float], float]:
+        """One gradient step on the combined loss, clipped by the global norm of all parameters."""
+        terms = self._losses(minibatch)
+        grads = torch.autograd.grad(terms.loss, self.params)
+        clipped, norm = clip_by_global_norm(self.ops, list(grads), self.config.max_grad_norm)
+        for param, grad in zip(self.params, clipped, strict=True):
+            param.grad = grad
+        for optimizer in self.optimizers.values():
+            optimizer.step()
+        return PPOLoss(*(float(t.detach()) for t in terms)), self.ops.item(norm)
+
+    # -- checkpoints ----------------------------------------------------------------------------
+
+    def policy_tensor_names(self) -> list[str]:
+        return sorted(module_state("actor", self.actor))
+
+    def state(self) -> dict[str, NDArray[Any]]:
+        """Networks, Adam's moments, the value normaliser, random generators and counters."""
+        tensors: dict[str, NDArray[Any]] = {}
+        for name, net in self.nets.items():
+            tensors.update(module_state(name, net))
+            tensors.update(optimizer_state(name, self.optimizers[name], name, net))
+        tensors["value_norm"] = self.normalizer.state()
+        tensors["rng/exploration"] = rng.state_tensor(self.exploration)
+        tensors["rng/minibatches"] = rng.state_tensor(self.minibatch_rng)
+        tensors["counters/updates"] = np.array(self.updates, np.int64)
+        return tensors
+
+    def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
+        """Restore ``state()``'s tensors (only the actor's with ``policy_only``)."""
+        load_module("actor", self.actor, tensors)
+        self._act_memory = None
+        if policy_only:
+            return
+        load_module("critic", self.critic, tensors)
+        for name, net in self.nets.items():
+            load_optimizer(name, self.optimizers[name], name, net, tensors)
+        self.normalizer.load_state(tensors["value_norm"])
+        rng.restore(self.exploration, tensors["rng/exploration"])
+        rng.restore(self.minibatch_rng, tensors["rng/minibatches"])
+        self.updates = int(tensors["counters/updates"])

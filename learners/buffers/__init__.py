@@ -1,0 +1,1 @@
+"""Preallocated NumPy storage of experience: replay (off-policy) and rollout (on-policy)."""

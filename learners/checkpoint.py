@@ -1,0 +1,177 @@
+"""The portable checkpoint: one safetensors file that every backend writes and reads.
+
+Tensors are stored under canonical names in PyTorch's layout whatever the backend that wrote them
+(a ``Linear`` weight is ``(out, in)``): ``actor.layers.0.weight``, ``target_critic.layers.2.bias``,
+Adam's moments under ``optim/<net>/<param>/exp_avg`` and ``.../exp_avg_sq`` with the step count at
+``optim/<net>/step``, random generator states under ``rng/...``, the replay buffer under
+``replay/...``. A JSON manifest sits in the safetensors header (``__metadata__["marlforge"]``): the
+format version, algorithm, backend, the full spec, the env's spaces, the env step it was taken at,
+the runner's counters, and which backends can resume it or load its policy.
+
+The file is everything a run needs to continue exactly; ``load_policy`` needs only the actor.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import safetensors
+import safetensors.numpy
+from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict, JsonValue
+
+from learners.enums import Algorithm, Backend, Device
+from learners.envs.base import EnvInfo, Observation
+
+FORMAT_VERSION = 1
+MANIFEST_KEY = "marlforge"
+Tensors = dict[str, NDArray[Any]]
+
+
+class CheckpointError(ValueError):
+    """A file that is not a MARLForge checkpoint, or one this code cannot use as asked."""
+
+
+class Manifest(BaseModel):
+    """What a checkpoint holds, readable without loading its tensors."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    format_version: int = FORMAT_VERSION
+    algorithm: Algorithm
+    backend: Backend
+    """The backend that wrote the file."""
+    spec: dict[str, JsonValue]
+    """The run's full ``ExperimentSpec`` (defaults filled in)."""
+    env: dict[str, JsonValue]
+    """The env's ``EnvInfo``: enough to rebuild the networks without making the env."""
+    step: int
+    """Environment steps taken when the checkpoint was written."""
+    runner: dict[str, JsonValue]
+    """The runner's counters (episode indices, update count...) needed to resume exactly."""
+    resumable_on: list[Backend]
+    """Backends that can resume training from this file (optimiser state included)."""
+    policy_backends: list[Backend]
+    """Backends that can load the policy for acting (``load_policy``)."""
+
+
+def env_info_to_json(info: EnvInfo) -> dict[str, JsonValue]:
+    """``EnvInfo`` as plain JSON values."""
+    out: dict[str, JsonValue] = {}
+    for key, value in asdict(info).items():
+        if isinstance(value, np.ndarray):
+            out[key] = [float(v) for v in value]
+        elif isinstance(value, tuple):
+            out[key] = list(value)
+        else:
+            out[key] = value
+    return out
+
+
+def env_info_from_json(data: Mapping[str, Any]) -> EnvInfo:
+    """The inverse of ``env_info_to_json``."""
+    bounds = {
+        key: None if data[key] is None else np.asarray(data[key], np.float32)
+        for key in ("action_low", "action_high")
+    }
+    return EnvInfo(
+        num_envs=int(data["num_envs"]),
+        num_agents=int(data["num_agents"]),
+        agent_ids=tuple(data["agent_ids"]),
+        obs_dim=int(data["obs_dim"]),
+        obs_dims=tuple(int(d) for d in data["obs_dims"]),
+        state_dim=int(data["state_dim"]),
+        action_kind=str(data["action_kind"]),
+        action_dim=int(data["action_dim"]),
+        action_low=bounds["action_low"],
+        action_high=bounds["action_high"],
+        max_episode_steps=data["max_episode_steps"],
+    )
+
+
+def write(path: Path | str, tensors: Mapping[str, NDArray[Any]], manifest: Manifest) -> None:
+    """Write one checkpoint file at ``path`` (the caller makes it atomic: temp file + rename)."""
+    # (np.ascontiguousarray would turn 0-d counters into 1-d arrays.)
+    arrays = {name: np.require(value, requirements="C") for name, value in tensors.items()}
+    metadata = {MANIFEST_KEY: manifest.model_dump_json()}
+    safetensors.numpy.save_file(arrays, str(path), metadata=metadata)
+
+
+def read_manifest(path: Path | str) -> Manifest:
+    """The manifest of the checkpoint at ``path``, read from the header only."""
+    try:
+        with safetensors.safe_open(str(path), framework="np") as handle:
+            metadata = handle.metadata() or {}
+    except (OSError, safetensors.SafetensorError) as exc:
+        raise CheckpointError(f"{path} is not a safetensors file: {exc}") from exc
+    if MANIFEST_KEY not in metadata:
+        raise CheckpointError(f"{path} has no MARLForge manifest")
+    manifest = Manifest.model_validate(json.loads(metadata[MANIFEST_KEY]))
+    if manifest.format_version > FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path} has checkpoint format {manifest.format_version}; this code reads up to "
+            f"{FORMAT_VERSION}"
+        )
+    return manifest
+
+
+def read(path: Path | str) -> tuple[Tensors, Manifest]:
+    """Every tensor and the manifest of the checkpoint at ``path``."""
+    manifest = read_manifest(path)
+    return dict(safetensors.numpy.load_file(str(path))), manifest
+
+
+class Policy(Protocol):
+    """A trained policy that acts greedily (no exploration noise, the mode of a distribution)."""
+
+    info: EnvInfo
+    manifest: Manifest
+
+    def act(self, observation: Observation) -> NDArray[Any]:
+        """Actions for a batched observation: (E, N, action_dim) in [-1, 1], or (E, N) ints."""
+        ...
+
+
+class _LearnerPolicy:
+    def __init__(self, learner: Any, info: EnvInfo, manifest: Manifest) -> None:
+        self._learner = learner
+        self.info = info
+        self.manifest = manifest
+
+    def act(self, observation: Observation) -> NDArray[Any]:
+        actions: NDArray[Any] = self._learner.act(observation, explore=False)
+        return actions
+
+
+def load_policy(
+    path: Path | str, backend: Backend | str | None = None, device: Device | str = Device.CPU
+) -> Policy:
+    """The deterministic policy in the checkpoint at ``path``, run by ``backend`` (default: the
+    backend that wrote it) on ``device``. Only the policy's tensors are loaded."""
+    from learners.backends import resolve_device
+    from learners.registry import entry
+    from learners.spec import ExperimentSpec
+
+    manifest = read_manifest(path)
+    chosen = Backend(backend) if backend is not None else manifest.backend
+    if chosen not in manifest.policy_backends:
+        raise CheckpointError(
+            f"the policy in {path} can be loaded by {', '.join(manifest.policy_backends)}, "
+            f"not by {chosen}"
+        )
+    spec = ExperimentSpec.model_validate(manifest.spec)
+    info = env_info_from_json(manifest.env)
+    learner_cls = entry(manifest.algorithm).learner_class(chosen)
+    learner = learner_cls(spec.config(), info, resolve_device(chosen, Device(device)), spec.seed)
+    names = learner.policy_tensor_names()
+    with safetensors.safe_open(str(path), framework="np") as handle:
+        missing = [n for n in names if n not in handle.keys()]
+        if missing:
+            raise CheckpointError(f"{path} lacks the policy tensors {missing}")
+        learner.load_state({n: handle.get_tensor(n) for n in names}, policy_only=True)
+    return _LearnerPolicy(learner, info, manifest)

@@ -1,0 +1,1 @@
+"""Environment adapters: every suite as a batched ``VecEnv`` (see ``base.py``)."""

@@ -1,0 +1,186 @@
+"""Which environments a spec may name, the checks a spec's ``env`` must pass, and the env factory.
+
+``validate_env`` runs in the API process for every submitted spec, so it never constructs an env: it
+reads constructor signatures (cached) and the action kind from the kwargs. ``make_vec_env`` builds
+the batched env a run trains on.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from learners.enums import EnvSuite
+from learners.envs.base import VecEnv
+from learners.registry import ActionKind, AlgorithmEntry
+from learners.spec import FieldError
+
+if TYPE_CHECKING:
+    from learners.spec import EnvSpec
+
+# Gymnasium ids we adapt, with their action kind (all Box today).
+GYMNASIUM_ENVS: dict[str, ActionKind] = {
+    "Pendulum-v1": ActionKind.CONTINUOUS,
+    "HalfCheetah-v5": ActionKind.CONTINUOUS,
+    "Hopper-v5": ActionKind.CONTINUOUS,
+}
+# mpe2 scenarios (module names); the ``continuous_actions`` kwarg picks the action kind.
+MPE_ENVS: tuple[str, ...] = (
+    "simple_spread_v3",
+    "simple_adversary_v3",
+    "simple_push_v3",
+    "simple_tag_v3",
+)
+# Constructor arguments a spec may not set: the adapter owns rendering, and a file path would let a
+# spec make the worker read any file on its disk.
+RESERVED_KWARGS: dict[str, str] = {
+    "render_mode": "rendering is chosen by MARLForge, not by the spec",
+    "xml_file": "a model file path cannot be set from a spec",
+    "model_path": "a model file path cannot be set from a spec",
+    "observation_space": "the observation space is fixed by the environment",
+}
+# MPE steps are cheap (~0.4 ms): below this many copies per worker process, the pipe round trip
+# costs more than the stepping it spreads (docs/learners.md has the measurements).
+SUBPROCESS_MIN_ENVS_PER_WORKER = 1_000_000
+
+
+def env_ids(suite: EnvSuite) -> tuple[str, ...]:
+    """The env ids ``suite`` offers."""
+    return tuple(GYMNASIUM_ENVS) if suite == EnvSuite.GYMNASIUM else MPE_ENVS
+
+
+def _constructor(suite: EnvSuite, env_id: str) -> Any:
+    if suite == EnvSuite.GYMNASIUM:
+        import gymnasium as gym
+        from gymnasium.envs.registration import load_env_creator
+
+        entry_point = gym.spec(env_id).entry_point
+        return load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+    os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+    module = importlib.import_module(f"mpe2.{env_id}")
+    return module.raw_env
+
+
+@functools.lru_cache(maxsize=64)
+def constructor_parameters(suite: EnvSuite, env_id: str) -> Mapping[str, inspect.Parameter]:
+    """The keyword parameters the env's constructor takes, following ``**kwargs`` into the base
+    class it forwards them to (MuJoCo envs forward theirs to ``MujocoEnv``)."""
+    target = _constructor(suite, env_id)
+    classes = inspect.getmro(target) if inspect.isclass(target) else (target,)
+    params: dict[str, inspect.Parameter] = {}
+    for cls in classes:
+        signature = inspect.signature(cls.__init__ if inspect.isclass(cls) else cls)
+        for name, param in signature.parameters.items():
+            if name != "self" and param.kind not in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
+                params.setdefault(name, param)
+        if not any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values()):
+            break
+    return params
+
+
+def _type_error(value: Any, default: Any) -> str | None:
+    """Why ``value`` cannot stand in for a parameter whose default is ``default``, or None."""
+    if default is inspect.Parameter.empty or default is None:
+        return None
+    if isinstance(default, bool):
+        ok, wanted = isinstance(value, bool), "true or false"
+    elif isinstance(default, int):
+        ok, wanted = isinstance(value, int) and not isinstance(value, bool), "an integer"
+    elif isinstance(default, float):
+        ok, wanted = isinstance(value, int | float) and not isinstance(value, bool), "a number"
+    elif isinstance(default, str):
+        ok, wanted = isinstance(value, str), "a string"
+    elif isinstance(default, tuple | list):
+        ok, wanted = isinstance(value, list) and len(value) == len(default), (
+            f"a list of {len(default)} values"
+        )
+    elif isinstance(default, dict):
+        ok, wanted = isinstance(value, dict), "an object"
+    else:
+        return None
+    return None if ok else f"must be {wanted}, got {value!r}"
+
+
+def _kwarg_errors(suite: EnvSuite, env_id: str, kwargs: Mapping[str, Any]) -> list[FieldError]:
+    params = constructor_parameters(suite, env_id)
+    errors = []
+    for name, value in kwargs.items():
+        field = f"env.kwargs.{name}"
+        if name in RESERVED_KWARGS:
+            errors.append(FieldError(field, RESERVED_KWARGS[name]))
+        elif name not in params:
+            takes = ", ".join(sorted(n for n in params if n not in RESERVED_KWARGS))
+            errors.append(FieldError(field, f"{env_id} takes no argument {name!r} (it takes: {takes})"))
+        elif (reason := _type_error(value, params[name].default)) is not None:
+            errors.append(FieldError(field, reason))
+    return errors
+
+
+def action_kind(suite: EnvSuite, env_id: str, kwargs: Mapping[str, Any]) -> ActionKind:
+    """The action kind a (validated) env spec gives."""
+    if suite == EnvSuite.GYMNASIUM:
+        return GYMNASIUM_ENVS[env_id]
+    return ActionKind.CONTINUOUS if kwargs.get("continuous_actions") is True else ActionKind.DISCRETE
+
+
+def validate_env(
+    suite: EnvSuite, env_id: str, kwargs: Mapping[str, Any], algo_entry: AlgorithmEntry
+) -> list[FieldError]:
+    """Every reason the env part of a spec cannot run with ``algo_entry``; empty when it can."""
+    if env_id not in env_ids(suite):
+        known = ", ".join(env_ids(suite))
+        return [FieldError("env.id", f"unknown {suite} environment {env_id!r} (known: {known})")]
+    errors = _kwarg_errors(suite, env_id, kwargs)
+    if errors:
+        return errors
+    kind = action_kind(suite, env_id, kwargs)
+    if kind not in algo_entry.action_kinds:
+        needs = " or ".join(sorted(algo_entry.action_kinds))
+        if suite == EnvSuite.MPE:
+            flag = "true" if ActionKind.CONTINUOUS in algo_entry.action_kinds else "false"
+            errors.append(
+                FieldError(
+                    "env.kwargs.continuous_actions",
+                    f"{algo_entry.algorithm} needs {needs} actions: set continuous_actions to {flag}",
+                )
+            )
+        else:
+            errors.append(
+                FieldError("env.id", f"{algo_entry.algorithm} needs {needs} actions; {env_id} has {kind}")
+            )
+    return errors
+
+
+def _local_factory(env_spec: EnvSpec, seed: int, render: bool) -> Any:
+    from learners.envs.gymnasium_env import GymnasiumVecEnv
+    from learners.envs.mpe import MPEVecEnv
+
+    cls = GymnasiumVecEnv if env_spec.suite == EnvSuite.GYMNASIUM else MPEVecEnv
+    return functools.partial(cls, env_spec.id, dict(env_spec.kwargs), seed=seed, render=render)
+
+
+def make_vec_env(
+    env_spec: EnvSpec,
+    seed: int,
+    *,
+    num_envs: int | None = None,
+    render: bool = False,
+    workers: int | None = None,
+) -> VecEnv:
+    """The batched env ``env_spec`` describes (``num_envs`` overrides the spec's count); episode
+    seeds derive from ``seed``. ``workers`` forces subprocess stepping over that many processes
+    (``0``: in process); by default the rule above decides."""
+    count = num_envs if num_envs is not None else env_spec.num_envs
+    factory = _local_factory(env_spec, seed, render)
+    if workers is None:
+        workers = min(os.cpu_count() or 1, count // SUBPROCESS_MIN_ENVS_PER_WORKER)
+    if workers <= 1 or render:
+        env: VecEnv = factory(count, first_copy=0)
+        return env
+    from learners.envs.subproc import SubprocVecEnv
+
+    return SubprocVecEnv(factory, count, workers)

@@ -1,0 +1,1 @@
+"""Training loops: one ``run(ctx)`` per kind of algorithm (off-policy, on-policy)."""

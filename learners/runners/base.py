@@ -1,0 +1,237 @@
+"""The runner boundary: what ``learners.training.train`` hands a runner, and the chores they share.
+
+``train`` builds a ``RunContext`` (spec, config, envs, learner, hooks, device, the runner's random
+generator, the step to start from and, when resuming, the checkpoint's tensors and manifest) and
+calls ``learners.runners.<kind>.run(ctx)``. A runner owns its loop and its own state (a replay
+buffer, a rollout); after each iteration it calls ``Loop.tick`` which does the periodic work every
+runner shares: reporting metrics and progress, evaluating, checkpointing, and honouring
+``should_stop``. ``Loop.finish`` does the end-of-run work once.
+
+Reported metrics: ``train/episode_return`` (the mean over agents of each agent's undiscounted
+return, averaged over the episodes that ended since the last report), ``train/episode_length``,
+``eval/episode_return``, ``eval/episode_length``, ``perf/steps_per_second`` (training steps only:
+time spent evaluating and checkpointing is left out) and the learner's stats as ``learner/<name>``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import JsonValue
+
+from learners import checkpoint, rng
+from learners.checkpoint import Manifest, Tensors
+from learners.config import AlgorithmConfig
+from learners.envs.base import Transition, VecEnv
+from learners.hooks import MetricPoint, TrainingHooks
+from learners.registry import AlgorithmEntry
+from learners.spec import ExperimentSpec
+
+# Metrics and progress go out after every this many env steps (and at evaluations and the end).
+REPORT_EVERY_STEPS = 1000
+
+RunnerState = tuple[Tensors, dict[str, JsonValue]]
+"""A runner's own part of a checkpoint: tensors (``replay/...``) and JSON counters."""
+
+
+@dataclass
+class RunContext:
+    """Everything a runner needs; built by ``learners.training.train``."""
+
+    spec: ExperimentSpec
+    config: AlgorithmConfig
+    entry: AlgorithmEntry
+    env: VecEnv
+    eval_env: VecEnv
+    learner: Any
+    """The registry's learner class for the spec's backend; each runner narrows it to its protocol."""
+    hooks: TrainingHooks
+    device: str
+    rng: np.random.Generator
+    """The runner's own random draws (warm-up actions, sampling); saved as ``rng/runner``."""
+    step: int = 0
+    """Env steps taken so far, over all copies (the run's x axis; a resumed run continues it)."""
+    resume: tuple[Tensors, Manifest] | None = None
+    """The checkpoint a resumed run starts from; its learner state is already loaded."""
+
+    @property
+    def runner_resume(self) -> tuple[Tensors, dict[str, Any]] | None:
+        """The checkpoint's tensors and runner counters, when resuming."""
+        if self.resume is None:
+            return None
+        tensors, manifest = self.resume
+        return tensors, manifest.runner
+
+
+class Every:
+    """True once per multiple of ``every`` on the step axis (so a resumed run keeps the grid)."""
+
+    def __init__(self, every: int, step: int) -> None:
+        self.every = every
+        self.next = (step // every + 1) * every
+        self.last_fired: int | None = None
+
+    def due(self, step: int) -> bool:
+        if step < self.next:
+            return False
+        self.next = (step // self.every + 1) * self.every
+        self.last_fired = step
+        return True
+
+
+class Reporter:
+    """Batches metric points and sends them with the progress; one ``hooks.metrics`` call per
+    report, never one per scalar."""
+
+    def __init__(self, hooks: TrainingHooks, step: int) -> None:
+        self._hooks = hooks
+        self._returns: list[float] = []
+        self._lengths: list[int] = []
+        self._stats: dict[str, list[float]] = {}
+        self._pending: list[MetricPoint] = []
+        self._since_step = step
+        self._since_time = time.perf_counter()
+        self._paused = 0.0
+
+    def episodes(self, transition: Transition) -> None:
+        """Note the episodes that ended in this step."""
+        for i in np.flatnonzero(transition.episode_lengths):
+            self._returns.append(float(transition.episode_returns[i]))
+            self._lengths.append(int(transition.episode_lengths[i]))
+
+    def stats(self, stats: Mapping[str, float]) -> None:
+        """Note one update's stats (reported as their mean)."""
+        for name, value in stats.items():
+            self._stats.setdefault(name, []).append(value)
+
+    def add(self, step: int, values: Mapping[str, float]) -> None:
+        """Queue points to send with the next report."""
+        now = time.time()
+        self._pending.extend(MetricPoint(step, now, name, v) for name, v in values.items())
+
+    def pause(self, seconds: float) -> None:
+        """Leave ``seconds`` (evaluation, checkpointing) out of ``perf/steps_per_second``."""
+        self._paused += seconds
+
+    def flush(self, step: int) -> None:
+        """Send everything noted since the last report, then the progress (nothing when nothing
+        happened since the last report)."""
+        if step == self._since_step and not (self._pending or self._returns or self._stats):
+            return
+        values: dict[str, float] = {}
+        if self._returns:
+            values["train/episode_return"] = float(np.mean(self._returns))
+            values["train/episode_length"] = float(np.mean(self._lengths))
+        values.update({f"learner/{k}": float(np.mean(v)) for k, v in self._stats.items()})
+        elapsed = time.perf_counter() - self._since_time - self._paused
+        if step > self._since_step and elapsed > 0:
+            values["perf/steps_per_second"] = (step - self._since_step) / elapsed
+        self.add(step, values)
+        if self._pending:
+            self._hooks.metrics(self._pending)
+        self._hooks.progress(step)
+        self._returns, self._lengths, self._stats, self._pending = [], [], {}, []
+        self._since_step, self._since_time, self._paused = step, time.perf_counter(), 0.0
+
+
+def evaluate(ctx: RunContext) -> dict[str, float]:
+    """Play ``spec.evaluation.episodes`` greedy episodes on the eval env (the same episodes every
+    time: copy ``i`` plays its episodes from index 0) and return their mean return and length."""
+    env, total = ctx.eval_env, ctx.spec.evaluation.episodes
+    copies = env.info.num_envs
+    quota = np.array([len(range(i, total, copies)) for i in range(copies)])
+    played = np.zeros(copies, np.int64)
+    returns: list[float] = []
+    lengths: list[int] = []
+    obs = env.reset(episode_index=np.zeros(copies, np.int64))
+    while (played < quota).any():
+        obs, transition = env.step(ctx.learner.act(obs, explore=False))
+        for i in np.flatnonzero(transition.episode_lengths):
+            if played[i] < quota[i]:
+                returns.append(float(transition.episode_returns[i]))
+                lengths.append(int(transition.episode_lengths[i]))
+                played[i] += 1
+    return {"eval/episode_return": float(np.mean(returns)), "eval/episode_length": float(np.mean(lengths))}
+
+
+def build_manifest(ctx: RunContext, runner: dict[str, JsonValue]) -> Manifest:
+    """The manifest of a checkpoint taken now."""
+    return Manifest(
+        algorithm=ctx.spec.algorithm,
+        backend=ctx.spec.backend,
+        spec=ctx.spec.model_dump(mode="json"),
+        env=checkpoint.env_info_to_json(ctx.env.info),
+        step=ctx.step,
+        runner=runner,
+        resumable_on=[ctx.spec.backend],
+        policy_backends=sorted(ctx.entry.backends),
+    )
+
+
+class Loop:
+    """The periodic chores of a run, driven by the runner's calls to ``tick`` and ``finish``."""
+
+    def __init__(self, ctx: RunContext, runner_state: Callable[[], RunnerState]) -> None:
+        self._ctx = ctx
+        self._runner_state = runner_state
+        self.reporter = Reporter(ctx.hooks, ctx.step)
+        self._report = Every(REPORT_EVERY_STEPS, ctx.step)
+        self._eval = Every(ctx.spec.evaluation.every_steps, ctx.step)
+        self._checkpoint = Every(ctx.spec.checkpoint.every_steps, ctx.step)
+        self._last_eval: int | None = None
+        self._last_checkpoint = ctx.step if ctx.resume is not None else None
+        self.stopped = False
+
+    @property
+    def done(self) -> bool:
+        """The budget is spent."""
+        return self._ctx.step >= self._ctx.spec.total_steps
+
+    def _evaluate(self) -> None:
+        start = time.perf_counter()
+        self.reporter.add(self._ctx.step, evaluate(self._ctx))
+        self._last_eval = self._ctx.step
+        self.reporter.pause(time.perf_counter() - start)
+
+    def save_checkpoint(self) -> None:
+        """Write a checkpoint of the learner and the runner at the current step."""
+        ctx = self._ctx
+        if self._last_checkpoint == ctx.step:
+            return
+        start = time.perf_counter()
+        runner_tensors, runner_counters = self._runner_state()
+        tensors: dict[str, NDArray[Any]] = {**ctx.learner.state(), **runner_tensors}
+        tensors["rng/runner"] = rng.state_tensor(ctx.rng)
+        manifest = build_manifest(ctx, runner_counters)
+        ctx.hooks.checkpoint(ctx.step, lambda path: checkpoint.write(path, tensors, manifest))
+        self._last_checkpoint = ctx.step
+        self.reporter.pause(time.perf_counter() - start)
+
+    def tick(self) -> bool:
+        """The work due at the current step; True when the loop must end (budget spent, or a stop
+        was asked for). Runners loop ``while not loop.tick(): <one iteration>``, then ``finish()``."""
+        step = self._ctx.step
+        if self._eval.due(step):
+            self._evaluate()
+        if self._report.due(step) or self._last_eval == step:
+            self.reporter.flush(step)
+        if self._checkpoint.due(step):
+            self.save_checkpoint()
+        if self.done:
+            return True
+        if self._ctx.hooks.should_stop():
+            self._ctx.hooks.log("info", f"stop requested at step {step}: saving a final checkpoint")
+            self.stopped = True
+        return self.stopped
+
+    def finish(self) -> None:
+        """The end of a run: a final evaluation (unless it was stopped), report and checkpoint."""
+        if not self.stopped and self._last_eval != self._ctx.step:
+            self._evaluate()
+        self.reporter.flush(self._ctx.step)
+        self.save_checkpoint()

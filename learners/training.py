@@ -1,0 +1,95 @@
+"""``train``: the one entry point a host (the Celery worker, a benchmark, a test) calls.
+
+It resolves the device, seeds everything, builds the envs and the learner from the registry, and
+hands a ``RunContext`` to the runner of the algorithm's kind; the runner reports through the hooks.
+Resuming loads a checkpoint's full state and continues on the same step axis.
+
+Seeds: the learner's networks and exploration derive from ``spec.seed``; the runner's generator is
+the ``"runner"`` stream; training episodes are seeded from ``(seed, copy, episode)`` and evaluation
+episodes from an independent ``"eval"`` seed, the same episodes at every evaluation.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from learners import checkpoint, rng
+from learners.backends import resolve_device, seed_backend
+from learners.checkpoint import CheckpointError, Manifest, Tensors
+from learners.envs.base import VecEnv
+from learners.envs.catalogue import make_vec_env
+from learners.hooks import TrainingHooks
+from learners.registry import entry
+from learners.runners.base import RunContext
+from learners.spec import ExperimentSpec
+
+# Evaluation episodes play on at most this many env copies at once.
+MAX_EVAL_ENVS = 16
+
+
+def _load_resume(path: Path, spec: ExperimentSpec, env: VecEnv) -> tuple[Tensors, Manifest]:
+    tensors, manifest = checkpoint.read(path)
+    if manifest.algorithm != spec.algorithm:
+        raise CheckpointError(f"{path} holds a {manifest.algorithm} run, not {spec.algorithm}")
+    if spec.backend not in manifest.resumable_on:
+        raise CheckpointError(
+            f"{path} can be resumed by {', '.join(manifest.resumable_on)}, not by {spec.backend}"
+        )
+    if manifest.env != checkpoint.env_info_to_json(env.info):
+        raise CheckpointError(f"{path} was taken on a different environment than the spec's")
+    if manifest.step > spec.total_steps:
+        raise CheckpointError(f"{path} is at step {manifest.step}, past total_steps")
+    return tensors, manifest
+
+
+def _run_context(
+    spec: ExperimentSpec, hooks: TrainingHooks, env: VecEnv, eval_env: VecEnv, device: str
+) -> RunContext:
+    algo = entry(spec.algorithm)
+    config = spec.config()
+    learner = algo.learner_class(spec.backend)(config, env.info, device, spec.seed)
+    return RunContext(
+        spec=spec,
+        config=config,
+        entry=algo,
+        env=env,
+        eval_env=eval_env,
+        learner=learner,
+        hooks=hooks,
+        device=device,
+        rng=rng.generator(spec.seed, "runner"),
+    )
+
+
+def train(spec: ExperimentSpec, hooks: TrainingHooks, *, resume_from: Path | None = None) -> None:
+    """Train ``spec`` to ``spec.total_steps`` (or until ``hooks.should_stop()``), reporting through
+    ``hooks``; with ``resume_from``, continue the run that wrote that checkpoint."""
+    algo = entry(spec.algorithm)
+    if spec.backend not in algo.backends:
+        raise ValueError(f"{spec.algorithm} is not built for the {spec.backend} backend")
+    device = resolve_device(spec.backend, spec.device)
+    seed_backend(spec.backend, spec.seed)
+    runner = importlib.import_module(f"learners.runners.{algo.runner.value}")
+    env = make_vec_env(spec.env, spec.seed)
+    eval_env: VecEnv | None = None
+    try:
+        eval_copies = min(spec.evaluation.episodes, MAX_EVAL_ENVS)
+        eval_env = make_vec_env(spec.env, rng.derive_seed(spec.seed, "eval"), num_envs=eval_copies)
+        ctx = _run_context(spec, hooks, env, eval_env, device)
+        if resume_from is not None:
+            tensors, manifest = _load_resume(Path(resume_from), spec, env)
+            ctx.learner.load_state(tensors)
+            rng.restore(ctx.rng, tensors["rng/runner"])
+            ctx.step, ctx.resume = manifest.step, (tensors, manifest)
+            hooks.log("info", f"resuming from the checkpoint at step {manifest.step}")
+        hooks.log(
+            "info",
+            f"training {spec.algorithm} ({spec.backend}, {device}) on {spec.env.suite} "
+            f"{spec.env.id} x{spec.env.num_envs} for {spec.total_steps} steps",
+        )
+        runner.run(ctx)
+    finally:
+        env.close()
+        if eval_env is not None:
+            eval_env.close()

@@ -1,0 +1,71 @@
+"""Fixtures for the learners tests: small specs for any registry entry, and in-memory hooks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from learners.enums import Algorithm, Backend, EnvSuite
+from learners.hooks import MemoryHooks
+from learners.registry import ActionKind, entry
+from learners.spec import ExperimentSpec, parse_spec
+
+# Small networks and early updates: the tests check mechanics, not learning.
+SMALL: dict[str, Any] = {"hidden_sizes": [32, 32], "batch_size": 32, "learning_starts": 100}
+
+
+def smoke_env(algorithm: Algorithm) -> dict[str, Any]:
+    """A cheap env every run of ``algorithm`` can train on."""
+    algo = entry(algorithm)
+    if EnvSuite.GYMNASIUM in algo.suites:
+        return {"suite": "gymnasium", "id": "Pendulum-v1", "num_envs": 2}
+    continuous = ActionKind.DISCRETE not in algo.action_kinds
+    return {
+        "suite": "mpe",
+        "id": "simple_spread_v3",
+        "num_envs": 2,
+        "kwargs": {"continuous_actions": continuous},
+    }
+
+
+def small_hyperparameters(algorithm: Algorithm) -> dict[str, Any]:
+    """The ``SMALL`` overrides that ``algorithm``'s config has fields for."""
+    fields = entry(algorithm).config.model_fields
+    return {k: v for k, v in SMALL.items() if k in fields}
+
+
+@pytest.fixture
+def make_spec() -> Callable[..., ExperimentSpec]:
+    """``make_spec(algorithm, backend, **top_level_overrides)``: a small, valid spec."""
+
+    def build(
+        algorithm: Algorithm | str = Algorithm.DDPG,
+        backend: Backend | str = Backend.TORCH,
+        **overrides: Any,
+    ) -> ExperimentSpec:
+        algorithm = Algorithm(algorithm)
+        data: dict[str, Any] = {
+            "name": "test",
+            "algorithm": algorithm,
+            "backend": backend,
+            "env": smoke_env(algorithm),
+            "total_steps": 400,
+            "seed": 3,
+            "device": "cpu",
+            "hyperparameters": small_hyperparameters(algorithm),
+            "evaluation": {"every_steps": 200, "episodes": 2},
+            "checkpoint": {"every_steps": 200, "keep_last": 3},
+        }
+        data.update(overrides)
+        return parse_spec(data)
+
+    return build
+
+
+@pytest.fixture
+def hooks(tmp_path: Path) -> MemoryHooks:
+    """In-memory hooks writing checkpoints under the test's temporary directory."""
+    return MemoryHooks(checkpoint_dir=tmp_path)

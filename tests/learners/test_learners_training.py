@@ -1,0 +1,116 @@
+"""``train``: metrics, progress, checkpoints, should_stop, devices, and exact resume."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from learners.backends import DeviceUnavailable
+from learners.checkpoint import CheckpointError, read
+from learners.hooks import MemoryHooks
+from learners.registry import RunnerKind, built_pairs, entry
+from learners.spec import ExperimentSpec
+from learners.training import train
+
+OFF_POLICY = [(a, b) for a, b in built_pairs() if entry(a).runner == RunnerKind.OFF_POLICY]
+
+
+@pytest.mark.parametrize(("algorithm", "backend"), built_pairs())
+def test_train_reports_and_checkpoints(
+    algorithm: str, backend: str, make_spec: Callable[..., ExperimentSpec], hooks: MemoryHooks
+) -> None:
+    spec = make_spec(algorithm, backend, total_steps=400)
+    train(spec, hooks)
+    names = {p.name for p in hooks.points}
+    assert {"train/episode_return", "train/episode_length", "eval/episode_return",
+            "eval/episode_length", "perf/steps_per_second"} <= names  # fmt: skip
+    assert any(n.startswith("learner/") for n in names)
+    assert all(np.isfinite(p.value) for p in hooks.points)
+    # Several points per call, never one call per scalar.
+    assert hooks.metric_batches < len(hooks.points)
+
+    steps = [s for s, _ in hooks.checkpoints]
+    assert steps == sorted(set(steps)) and len(steps) >= 2
+    assert steps[-1] >= spec.total_steps and hooks.progress_steps[-1] == steps[-1]
+    for step, path in hooks.checkpoints:
+        assert path is not None
+        tensors, manifest = read(path)
+        assert manifest.step == step and manifest.algorithm == algorithm
+        assert manifest.spec["seed"] == spec.seed and backend in manifest.resumable_on
+    evals = hooks.series("eval/episode_return")
+    assert evals[-1][0] == steps[-1], "the run ends with an evaluation"
+
+
+@pytest.mark.parametrize(("algorithm", "backend"), built_pairs())
+def test_should_stop_writes_a_final_checkpoint_and_returns(
+    algorithm: str, backend: str, make_spec: Callable[..., ExperimentSpec], tmp_path: Path
+) -> None:
+    spec = make_spec(
+        algorithm, backend, total_steps=100_000, evaluation={"every_steps": 50_000, "episodes": 2}
+    )
+    hooks = MemoryHooks(tmp_path, stop_after=4)
+    train(spec, hooks)
+    assert hooks.stop_checks == 4, "should_stop is asked once per iteration, and no more after True"
+    last_step, path = hooks.checkpoints[-1]
+    assert 0 < last_step < spec.total_steps
+    assert read(path)[1].step == last_step
+    assert hooks.progress_steps[-1] == last_step
+    assert not hooks.series("eval/episode_return"), "a stopped run does not evaluate on its way out"
+    assert any("stop" in message for _, message in hooks.logs)
+
+
+@pytest.mark.parametrize(("algorithm", "backend"), OFF_POLICY)
+def test_resume_continues_exactly(
+    algorithm: str, backend: str, make_spec: Callable[..., ExperimentSpec], tmp_path: Path
+) -> None:
+    """N steps in one go == N/2 steps, checkpoint, resume, N/2 more (the checkpoint falls on an
+    episode boundary of every copy, where resume is exact)."""
+    spec = make_spec(algorithm, backend, total_steps=800, checkpoint={"every_steps": 400})
+    whole = MemoryHooks(tmp_path / "whole")
+    (tmp_path / "whole").mkdir()
+    train(spec, whole)
+    assert [s for s, _ in whole.checkpoints] == [400, 800]
+
+    halves = MemoryHooks(tmp_path / "halves")
+    (tmp_path / "halves").mkdir()
+    half_path = whole.checkpoints[0][1]
+    assert half_path is not None
+    train(spec, halves, resume_from=half_path)
+    assert [s for s, _ in halves.checkpoints] == [800]
+    assert all(step > 400 for step in halves.progress_steps)
+
+    expected, _ = read(whole.checkpoints[-1][1])
+    resumed, _ = read(halves.checkpoints[-1][1])
+    assert set(resumed) == set(expected)
+    for name, value in expected.items():
+        if value.dtype.kind == "f":
+            np.testing.assert_allclose(resumed[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+        else:
+            np.testing.assert_array_equal(resumed[name], value, err_msg=name)
+    assert halves.series("eval/episode_return")[-1] == pytest.approx(
+        whole.series("eval/episode_return")[-1], rel=1e-5
+    )
+
+
+def test_resume_refuses_another_runs_checkpoint(
+    make_spec: Callable[..., ExperimentSpec], hooks: MemoryHooks
+) -> None:
+    spec = make_spec(total_steps=200)
+    train(spec, hooks)
+    _, path = hooks.checkpoints[-1]
+    other_env = make_spec(env={"suite": "gymnasium", "id": "Pendulum-v1", "num_envs": 3})
+    with pytest.raises(CheckpointError, match="different environment"):
+        train(other_env, MemoryHooks(), resume_from=path)
+
+
+def test_cuda_without_a_gpu_fails_clearly(make_spec: Callable[..., ExperimentSpec]) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    hooks = MemoryHooks()
+    with pytest.raises(DeviceUnavailable, match="cuda"):
+        train(make_spec(device="cuda"), hooks)
+    assert hooks.points == [] and hooks.checkpoints == []
