@@ -1,4 +1,4 @@
-"""The FastAPI application: ``uvicorn --factory api.app:create_app`` (``marlforge api`` does this)."""
+"""The FastAPI application: ``uvicorn --factory api.app:create_app``; ``marlforge api`` runs it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,17 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.deps import Services
 from api.errors import install_error_handlers
-from api.routes import artifacts, catalogue, experiments, health
+from api.event_bus import install_event_bus
+from api.routes import (
+    artifacts,
+    catalogue,
+    dashboard,
+    events,
+    experiments,
+    health,
+    metrics,
+    replays,
+)
 from core.db import make_engine, make_session_factory
 from core.queue import CeleryDispatcher, Dispatcher
 from core.settings import Settings, get_settings
@@ -54,7 +64,17 @@ def create_app(
         storage=storage or ArtifactStorage(settings.artifacts_dir),
     )
     install_error_handlers(app)
-    for router in (experiments.router, artifacts.router, catalogue.router, health.router):
+    install_event_bus(app, settings)
+    for router in (
+        experiments.router,
+        artifacts.router,
+        events.router,
+        replays.router,
+        metrics.router,
+        catalogue.router,
+        health.router,
+        dashboard.router,
+    ):
         app.include_router(router)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

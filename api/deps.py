@@ -54,8 +54,12 @@ async def json_body(request: Request) -> Any:
         return json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         reason = "empty" if not raw.strip() else f"not valid JSON ({exc})"
-        raise ApiError(400, "invalid_json", f"the request body is {reason}",
-                       [FieldProblem(field="body", reason=reason)]) from None
+        raise ApiError(
+            400,
+            "invalid_json",
+            f"the request body is {reason}",
+            [FieldProblem(field="body", reason=reason)],
+        ) from None
 
 
 def experiment_id_param(experiment_id: str) -> str:

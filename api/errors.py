@@ -61,14 +61,22 @@ class ApiError(Exception):
         self.headers = headers
 
 
-_SERVICE_STATUS: dict[type[ServiceError], int] = {NotFound: 404, Conflict: 409, BrokerUnavailable: 503}
+_SERVICE_STATUS: dict[type[ServiceError], int] = {
+    NotFound: 404,
+    Conflict: 409,
+    BrokerUnavailable: 503,
+}
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "too_large", 415: "unsupported"}
 
 
-def error_json(status_code: int, detail: ErrorDetail, headers: dict[str, str] | None = None) -> JSONResponse:
+def error_json(
+    status_code: int, detail: ErrorDetail, headers: dict[str, str] | None = None
+) -> JSONResponse:
     """The response for ``detail``."""
     return JSONResponse(
-        ErrorResponse(error=detail).model_dump(mode="json"), status_code=status_code, headers=headers
+        ErrorResponse(error=detail).model_dump(mode="json"),
+        status_code=status_code,
+        headers=headers,
     )
 
 
@@ -95,11 +103,16 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = list(exc.errors())
     if any(e.get("type") == "json_invalid" for e in errors):
-        detail = ErrorDetail(code="invalid_json", message="the request body is not valid JSON",
-                             fields=[FieldProblem(field="body", reason="not valid JSON")])
+        detail = ErrorDetail(
+            code="invalid_json",
+            message="the request body is not valid JSON",
+            fields=[FieldProblem(field="body", reason="not valid JSON")],
+        )
         return error_json(400, detail)
-    fields = [FieldProblem(field=_field_of(e.get("loc", ())), reason=str(e.get("msg", "")))
-              for e in errors]
+    fields = [
+        FieldProblem(field=_field_of(e.get("loc", ())), reason=str(e.get("msg", "")))
+        for e in errors
+    ]
     message = "; ".join(f"{f.field}: {f.reason}" for f in fields) or "invalid request"
     return error_json(422, ErrorDetail(code="invalid_request", message=message, fields=fields))
 

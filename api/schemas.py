@@ -117,8 +117,13 @@ class CheckpointOut(BaseModel):
     @classmethod
     def of(cls, row: Checkpoint) -> CheckpointOut:
         """The response for a database row."""
-        return cls(id=row.id, step=row.step, size_bytes=row.size_bytes, sha256=row.sha256,
-                   created_at=row.created_at)
+        return cls(
+            id=row.id,
+            step=row.step,
+            size_bytes=row.size_bytes,
+            sha256=row.sha256,
+            created_at=row.created_at,
+        )
 
 
 class CheckpointList(BaseModel):

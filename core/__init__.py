@@ -1,1 +1,1 @@
-"""Shared by the API and the workers: settings, database models, repositories and artifact storage."""
+"""Shared by the API and the workers: settings, models, repositories, artifact storage."""

@@ -4,8 +4,8 @@
 - ``marlforge api``: serve the HTTP API (uvicorn).
 - ``marlforge worker [--backend B ...]``: a Celery worker on the backends' queues (all by default).
 - ``marlforge up``: the laptop mode: migrate, then run the API and one worker for every backend as
-  child processes until Ctrl-C or SIGTERM, which stops both (the worker checkpoints its run first and
-  puts it back in the queue, so the next ``up`` continues it).
+  child processes until Ctrl-C or SIGTERM, which stops both (the worker checkpoints its run first
+  and puts it back in the queue, so the next ``up`` continues it).
 
 This module is the composition root: it names the API and the worker by import string, so ``core``
 itself never imports ``api`` or ``workers``.
@@ -51,8 +51,15 @@ def cmd_api(settings: Settings, host: str, port: int) -> int:
     import uvicorn
 
     uvicorn.run(
-        "api.app:create_app", factory=True, host=host, port=port,
-        log_level=settings.log_level.lower(), access_log=False,
+        "api.app:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        # Event streams never end by themselves: on shutdown, give other requests this long, then
+        # close the streams (their clients reconnect elsewhere with Last-Event-ID).
+        timeout_graceful_shutdown=10,
     )
     return 0
 
@@ -66,12 +73,24 @@ def cmd_worker(settings: Settings, backends: Sequence[Backend]) -> int:
     worker_app = importlib.import_module("workers.app").app
     # The solo pool runs a job in this process: a run owns its process (framework state, GPU),
     # and the worker's SIGTERM reaches the training loop, which checkpoints and stops.
-    worker_app.worker_main([
-        "worker", "--queues", queues, "--pool", "solo", "--concurrency", "1",
-        "--without-gossip", "--without-mingle", "--without-heartbeat",
-        "--loglevel", settings.log_level.upper(),
-        "--hostname", f"marlforge-{'-'.join(chosen)}-{os.getpid()}@%h",
-    ])
+    worker_app.worker_main(
+        [
+            "worker",
+            "--queues",
+            queues,
+            "--pool",
+            "solo",
+            "--concurrency",
+            "1",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--loglevel",
+            settings.log_level.upper(),
+            "--hostname",
+            f"marlforge-{'-'.join(chosen)}-{os.getpid()}@%h",
+        ]
+    )
     return 0
 
 
@@ -127,7 +146,9 @@ def _spawn(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
     # they stop. PR_SET_PDEATHSIG makes them stop too if this process is killed outright.
     return subprocess.Popen(
         [sys.executable, "-m", "core.cli", *args],
-        env=env, start_new_session=True, preexec_fn=_die_with_parent,
+        env=env,
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
     )
 
 
@@ -140,7 +161,10 @@ def _die_with_parent() -> None:
 
 
 def _stop_children(children: dict[str, subprocess.Popen[bytes]], grace_s: float) -> bool:
-    """SIGTERM every child, kill those still running after ``grace_s``; True if all stopped cleanly."""
+    """SIGTERM every child and kill those still running after ``grace_s``.
+
+    Returns True when every child stopped cleanly.
+    """
     for child in children.values():
         if child.poll() is None:
             child.send_signal(signal.SIGTERM)
@@ -155,8 +179,11 @@ def _stop_children(children: dict[str, subprocess.Popen[bytes]], grace_s: float)
         # uvicorn re-raises the SIGTERM it handled once it has shut down gracefully.
         stopped_cleanly = child.returncode in (0, -signal.SIGTERM)
         clean = clean and stopped_cleanly
-        log.info("%s stopped %s", name,
-                 "cleanly" if stopped_cleanly else f"with exit code {child.returncode}")
+        log.info(
+            "%s stopped %s",
+            name,
+            "cleanly" if stopped_cleanly else f"with exit code {child.returncode}",
+        )
     return clean
 
 
@@ -170,14 +197,20 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line."""
     parser = argparse.ArgumentParser(prog="marlforge", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, text in (("up", "migrate, then run the API and a local worker"),
-                       ("api", "serve the HTTP API")):
+    for name, text in (
+        ("up", "migrate, then run the API and a local worker"),
+        ("api", "serve the HTTP API"),
+    ):
         command = sub.add_parser(name, help=text)
         command.add_argument("--host", default=None, help="interface (MARLFORGE_API_HOST)")
         command.add_argument("--port", type=int, default=None, help="port (MARLFORGE_API_PORT)")
     worker = sub.add_parser("worker", help="run a Celery worker")
     worker.add_argument(
-        "--backend", action="append", type=Backend, choices=list(Backend), default=[],
+        "--backend",
+        action="append",
+        type=Backend,
+        choices=list(Backend),
+        default=[],
         help="consume this backend's queue (repeatable; all backends when omitted)",
     )
     migrate = sub.add_parser("migrate", help="upgrade the database schema")

@@ -32,7 +32,9 @@ class UTCDateTime(TypeDecorator[dt.datetime]):
             raise ValueError("timestamps must be timezone-aware")
         return value.astimezone(dt.UTC)
 
-    def process_result_value(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+    def process_result_value(
+        self, value: dt.datetime | None, dialect: Dialect
+    ) -> dt.datetime | None:
         if value is None:
             return None
         return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)

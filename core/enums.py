@@ -8,8 +8,8 @@ from enum import StrEnum
 class ExperimentStatus(StrEnum):
     """Where an experiment is in its life.
 
-    ``queued -> running -> succeeded | failed | cancelling -> cancelled``; a queued experiment can be
-    cancelled directly, and a cancelled or failed one can be resumed (back to ``queued``).
+    ``queued -> running -> succeeded | failed | cancelling -> cancelled``; a queued experiment can
+    be cancelled directly, and a cancelled or failed one can be resumed (back to ``queued``).
     """
 
     QUEUED = "queued"
@@ -32,7 +32,7 @@ RESUMABLE_STATUSES = frozenset({ExperimentStatus.CANCELLED, ExperimentStatus.FAI
 
 
 class EventKind(StrEnum):
-    """What an ``experiment_events`` row records; each is written in the transaction it describes."""
+    """What an ``experiment_events`` row records; written in the transaction it describes."""
 
     STATUS = "status"
     PROGRESS = "progress"

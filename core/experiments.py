@@ -61,10 +61,11 @@ def submit(session: Session, dispatcher: Dispatcher, spec: ExperimentSpec) -> Ex
 def cancel(session: Session, experiment_id: str) -> Experiment:
     """A queued experiment is cancelled at once; a running one is asked to stop (``cancelling``),
     and its worker writes a final checkpoint and marks it cancelled."""
-    if transition(
-        session, experiment_id, [S.QUEUED], S.CANCELLED, "cancelled before it started",
-        finished_at=utcnow(),
-    ) is None:
+    before_start = "cancelled before it started"
+    done = transition(
+        session, experiment_id, [S.QUEUED], S.CANCELLED, before_start, finished_at=utcnow()
+    )
+    if done is None:
         transition(session, experiment_id, [S.RUNNING], S.CANCELLING, "cancel requested")
     session.commit()
     experiment = get(session, experiment_id)
@@ -104,16 +105,14 @@ def requeue_orphans(session: Session, dispatcher: Dispatcher) -> list[str]:
     """
     experiments = ExperimentRepository(session)
     for experiment_id in experiments.ids_with_status([S.CANCELLING]):
+        reason = "cancelled while the local worker was down"
         transition(
-            session, experiment_id, [S.CANCELLING], S.CANCELLED,
-            "cancelled while the local worker was down", finished_at=utcnow(),
+            session, experiment_id, [S.CANCELLING], S.CANCELLED, reason, finished_at=utcnow()
         )
     orphans = experiments.ids_with_status([S.RUNNING])
     for experiment_id in orphans:
-        transition(
-            session, experiment_id, [S.RUNNING], S.QUEUED,
-            "the local worker stopped during the run; it continues from its latest checkpoint",
-        )
+        reason = "the local worker stopped during the run; it continues from its latest checkpoint"
+        transition(session, experiment_id, [S.RUNNING], S.QUEUED, reason)
     session.commit()
     for experiment_id in orphans:
         _dispatch(session, dispatcher, get(session, experiment_id))

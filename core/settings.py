@@ -32,7 +32,7 @@ class Settings(BaseSettings):
     broker_url: str = EMBEDDED_BROKER_URL
     """Celery broker URL: ``filesystem://`` (embedded, under ``<var_dir>/broker``) or ``redis://...``."""
     artifacts_dir: Path = Path()
-    """Where checkpoints are stored; empty means ``<var_dir>/artifacts``. API and workers share it."""
+    """Where checkpoints are stored (shared by API and workers); empty: ``<var_dir>/artifacts``."""
     queue_prefix: str = Field(default="marlforge.", max_length=100)
     """Prefix of the per-backend queue names (``marlforge.torch``...); separates deployments or
     test sessions sharing one broker."""

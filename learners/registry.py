@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from learners.algorithms.ddpg import DDPGConfig
+from learners.algorithms.maddpg import MADDPGConfig
 from learners.algorithms.ppo import IPPOConfig, MAPPOConfig
 from learners.config import AlgorithmConfig
 from learners.enums import Algorithm, Backend, EnvSuite
@@ -72,7 +73,24 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         suites=frozenset({EnvSuite.GYMNASIUM}),
         action_kinds=frozenset({ActionKind.CONTINUOUS}),
         runner=RunnerKind.OFF_POLICY,
-        learners={Backend.TORCH: "learners.backends.torch.ddpg:TorchDDPG"},
+        learners={
+            Backend.TORCH: "learners.backends.torch.ddpg:TorchDDPG",
+            Backend.TENSORFLOW: "learners.backends.tensorflow.ddpg:TensorFlowDDPG",
+        },
+    ),
+    Algorithm.MADDPG: AlgorithmEntry(
+        algorithm=Algorithm.MADDPG,
+        title="MADDPG",
+        summary="Multi-agent DDPG (Lowe et al., 2017): deterministic per-agent actors and "
+        "centralised critics on every agent's observation and action, soft target updates and "
+        "exploration noise; continuous actions, or discrete ones through Gumbel-softmax; shared "
+        "parameters with one-hot agent ids by default.",
+        config=MADDPGConfig,
+        multi_agent=True,
+        suites=frozenset({EnvSuite.MPE}),
+        action_kinds=frozenset({ActionKind.CONTINUOUS, ActionKind.DISCRETE}),
+        runner=RunnerKind.OFF_POLICY,
+        learners={Backend.TORCH: "learners.backends.torch.maddpg:TorchMADDPG"},
     ),
     Algorithm.IPPO: AlgorithmEntry(
         algorithm=Algorithm.IPPO,
@@ -85,7 +103,10 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         suites=frozenset({EnvSuite.MPE}),
         action_kinds=frozenset({ActionKind.CONTINUOUS, ActionKind.DISCRETE}),
         runner=RunnerKind.ON_POLICY,
-        learners={Backend.TORCH: "learners.backends.torch.ppo:TorchPPO"},
+        learners={
+            Backend.TORCH: "learners.backends.torch.ppo:TorchPPO",
+            Backend.TENSORFLOW: "learners.backends.tensorflow.ppo:TensorFlowPPO",
+        },
     ),
     Algorithm.MAPPO: AlgorithmEntry(
         algorithm=Algorithm.MAPPO,
@@ -98,7 +119,10 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         suites=frozenset({EnvSuite.MPE}),
         action_kinds=frozenset({ActionKind.CONTINUOUS, ActionKind.DISCRETE}),
         runner=RunnerKind.ON_POLICY,
-        learners={Backend.TORCH: "learners.backends.torch.ppo:TorchPPO"},
+        learners={
+            Backend.TORCH: "learners.backends.torch.ppo:TorchPPO",
+            Backend.TENSORFLOW: "learners.backends.tensorflow.ppo:TensorFlowPPO",
+        },
     ),
 }
 

@@ -135,7 +135,12 @@ def parse_spec(data: Mapping[str, Any]) -> ExperimentSpec:
         raise SpecError(errors_from_validation(exc)) from None
 
     errors: list[FieldError] = []
-    algo = entry(envelope.algorithm)
+    try:
+        algo = entry(envelope.algorithm)
+    except KeyError:
+        # In the enum but not in the catalogue yet: no backend is built for it.
+        reason = f"{envelope.algorithm} is not built for any backend yet"
+        raise SpecError([FieldError("algorithm", reason)]) from None
     if envelope.backend not in algo.backends:
         built = ", ".join(sorted(algo.backends)) or "none"
         errors.append(

@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 import pytest
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
 
 DEFAULT_DATABASE_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -47,9 +48,7 @@ def _redis_base_url() -> str:
 def create_postgres_database(prefix: str = "marlforge_test") -> tuple[str, Engine]:
     """A new empty database on the test server: its URL and an AUTOCOMMIT admin engine."""
     base = make_url(_postgres_base_url())
-    admin = create_engine(
-        base, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 5}
-    )
+    admin = create_engine(base, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 5})
     try:
         with admin.connect() as connection:
             connection.execute(text("SELECT 1"))
@@ -103,6 +102,26 @@ def pg_engine(pg_url: str) -> Iterator[Engine]:
     engine.dispose()
 
 
+@pytest.fixture
+def rollback_connection(pg_engine: Engine) -> Iterator[Connection]:
+    """A connection inside an outer transaction that is rolled back after the test."""
+    with pg_engine.connect() as conn:
+        outer = conn.begin()
+        try:
+            yield conn
+        finally:
+            outer.rollback()
+
+
+@pytest.fixture
+def rollback_sessions(rollback_connection: Connection) -> sessionmaker[Session]:
+    """Sessions joined to the test's transaction: their commits only release savepoints, and
+    everything is rolled back after the test."""
+    return sessionmaker(
+        bind=rollback_connection, join_transaction_mode="create_savepoint", expire_on_commit=False
+    )
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> str:
     """URL of the Redis server the end-to-end tests use as their broker."""
@@ -125,15 +144,22 @@ def queue_prefix() -> str:
 
 @pytest.fixture(scope="session")
 def tiny_spec() -> Callable[..., dict[str, Any]]:
-    """Builds a DDPG Pendulum spec that trains in seconds (``total_steps`` and top-level changes)."""
+    """Builds a DDPG Pendulum spec that trains in seconds (``total_steps``, top-level changes)."""
 
     def build(total_steps: int = 400, **changes: Any) -> dict[str, Any]:
         spec: dict[str, Any] = {
-            "name": "tiny-ddpg", "algorithm": "ddpg", "backend": "torch",
+            "name": "tiny-ddpg",
+            "algorithm": "ddpg",
+            "backend": "torch",
             "env": {"suite": "gymnasium", "id": "Pendulum-v1", "num_envs": 2},
-            "total_steps": total_steps, "seed": 3,
-            "hyperparameters": {"learning_starts": 64, "batch_size": 32,
-                                "hidden_sizes": [32, 32], "buffer_size": 10000},
+            "total_steps": total_steps,
+            "seed": 3,
+            "hyperparameters": {
+                "learning_starts": 64,
+                "batch_size": 32,
+                "hidden_sizes": [32, 32],
+                "buffer_size": 10000,
+            },
             "evaluation": {"every_steps": 200, "episodes": 1},
             "checkpoint": {"every_steps": 200, "keep_last": 2},
         }

@@ -30,8 +30,12 @@ from learners.hooks import MetricPoint
 
 log = logging.getLogger(__name__)
 
-_LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
-               "error": logging.ERROR}
+_LOG_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
 
 
 class StopCause(StrEnum):
@@ -79,8 +83,9 @@ class DatabaseHooks:
         for p in points:
             value = float(p.value)
             self._metrics.append(
-                MetricWrite(int(p.step), p.name, value if math.isfinite(value) else None,
-                            float(p.wall_time))
+                MetricWrite(
+                    int(p.step), p.name, value if math.isfinite(value) else None, float(p.wall_time)
+                )
             )
         self._maybe_flush()
 
@@ -95,7 +100,10 @@ class DatabaseHooks:
         with self.session_factory() as session:
             checkpoints = CheckpointRepository(session)
             row = checkpoints.record(
-                self.experiment_id, int(step), stored.relative_path, stored.size_bytes,
+                self.experiment_id,
+                int(step),
+                stored.relative_path,
+                stored.size_bytes,
                 stored.sha256,
             )
             pruned = checkpoints.beyond(self.experiment_id, self.keep_last)
@@ -103,8 +111,13 @@ class DatabaseHooks:
             EventRepository(session).add(
                 self.experiment_id,
                 EventKind.CHECKPOINT,
-                {"id": row.id, "step": row.step, "size_bytes": row.size_bytes,
-                 "sha256": row.sha256, "pruned": [p.id for p in pruned]},
+                {
+                    "id": row.id,
+                    "step": row.step,
+                    "size_bytes": row.size_bytes,
+                    "sha256": row.sha256,
+                    "pruned": [p.id for p in pruned],
+                },
             )
             session.commit()
         # Files go only after their records: a crash in between leaves an orphan file, never a
@@ -140,11 +153,14 @@ class DatabaseHooks:
             events = EventRepository(session)
             experiments = ExperimentRepository(session)
             latest = self._write_metrics(session, metrics)
-            if latest is not None or self.step != self._written_step:
-                experiments.set_progress(self.experiment_id, self.step, latest)
+            # Written on every flush: ``updated_at`` doubles as the run's heartbeat.
+            experiments.set_progress(self.experiment_id, self.step, latest)
             if self.step != self._written_step:
-                events.add(self.experiment_id, EventKind.PROGRESS,
-                           {"step": self.step, "total_steps": self.total_steps})
+                events.add(
+                    self.experiment_id,
+                    EventKind.PROGRESS,
+                    {"step": self.step, "total_steps": self.total_steps},
+                )
             for entry in logs:
                 events.add(self.experiment_id, EventKind.LOG, entry)
             status = experiments.status_of(self.experiment_id)
@@ -152,9 +168,7 @@ class DatabaseHooks:
         self._written_step = self.step
         self._notice(status)
 
-    def _write_metrics(
-        self, session: Session, metrics: list[MetricWrite]
-    ) -> dict[str, Any] | None:
+    def _write_metrics(self, session: Session, metrics: list[MetricWrite]) -> dict[str, Any] | None:
         if not metrics:
             return None
         MetricRepository(session).write(self.experiment_id, metrics)
@@ -166,8 +180,12 @@ class DatabaseHooks:
         EventRepository(session).add(
             self.experiment_id,
             EventKind.METRICS,
-            {"points": [{"step": p.step, "name": p.name, "value": p.value,
-                         "wall_time": p.wall_time} for p in metrics]},
+            {
+                "points": [
+                    {"step": p.step, "name": p.name, "value": p.value, "wall_time": p.wall_time}
+                    for p in metrics
+                ]
+            },
         )
         return latest
 

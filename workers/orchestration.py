@@ -48,7 +48,7 @@ class RunLimits:
     poll_interval_s: float
     time_limit_s: float
     stale_after_s: float
-    """A ``running`` experiment not updated for this long has lost its worker and may be taken over."""
+    """A ``running`` experiment silent for this long has lost its worker; another may take over."""
 
 
 def run_experiment(
@@ -80,6 +80,7 @@ def run_experiment(
         hooks.flush()
     except Exception as exc:
         log.exception("experiment %s failed", experiment_id)
+        hooks.log("error", f"the run failed: {_describe(exc)}")
         _flush_quietly(hooks)
         _finish(session_factory, experiment_id, S.FAILED, _describe(exc))
         return Outcome.DONE
@@ -89,7 +90,7 @@ def run_experiment(
 def _claim(
     experiment_id: str, session_factory: sessionmaker[Session], limits: RunLimits
 ) -> ExperimentSpec | None:
-    """Move the experiment to ``running`` and return its spec, or None when there is nothing to run."""
+    """Move the experiment to ``running`` and return its spec; None when there is nothing to run."""
     with session_factory() as session:
         experiment = ExperimentRepository(session).get(experiment_id)
         if experiment is None:
@@ -97,34 +98,38 @@ def _claim(
             return None
         if not _claimable(experiment, limits):
             log.info("experiment %s is %s; not starting it", experiment_id, experiment.status)
-            if experiment.status == S.CANCELLING:
-                transition(session, experiment_id, [S.CANCELLING], S.CANCELLED,
-                           "cancelled before the run resumed", finished_at=utcnow())
-                session.commit()
+            if experiment.status == S.CANCELLING and _silent(experiment, limits):
+                _end_now(session, experiment, S.CANCELLED, "cancelled while it had no worker")
             return None
         try:
             spec = ExperimentSpec.model_validate(experiment.spec)
         except ValidationError as exc:
-            transition(session, experiment_id, [experiment.status], S.FAILED,
-                       f"the stored spec is no longer valid: {exc}", finished_at=utcnow())
-            session.commit()
+            _end_now(session, experiment, S.FAILED, f"the stored spec is no longer valid: {exc}")
             return None
-        reason = ("the previous worker stopped responding; taking the run over"
-                  if experiment.status == S.RUNNING else None)
+        reason = None
+        if experiment.status == S.RUNNING:
+            reason = "the previous worker stopped responding; taking the run over"
         moved = transition(
             session, experiment_id, [experiment.status], S.RUNNING, reason,
             attempts=experiment.attempts + 1, started_at=experiment.started_at or utcnow(),
-        )
+        )  # fmt: skip
         session.commit()
         return spec if moved is not None else None
+
+
+def _end_now(session: Session, experiment: Experiment, to: ExperimentStatus, reason: str) -> None:
+    transition(session, experiment.id, [experiment.status], to, reason, finished_at=utcnow())
+    session.commit()
 
 
 def _claimable(experiment: Experiment, limits: RunLimits) -> bool:
     if experiment.status == S.QUEUED:
         return True
-    if experiment.status != S.RUNNING:
-        return False
     # A redelivered job whose experiment still shows signs of life belongs to another worker.
+    return experiment.status == S.RUNNING and _silent(experiment, limits)
+
+
+def _silent(experiment: Experiment, limits: RunLimits) -> bool:
     silent_for = utcnow() - experiment.updated_at
     return silent_for > dt.timedelta(seconds=limits.stale_after_s)
 
@@ -139,8 +144,9 @@ def _prepare_resume(
         checkpoints = CheckpointRepository(session)
         latest = checkpoints.latest(experiment_id)
         while latest is not None and not storage.resolve(latest.path).is_file():
-            log.warning("checkpoint %s of %s is missing on disk; skipping it", latest.id,
-                        experiment_id)
+            log.warning(
+                "checkpoint %s of %s is missing on disk; skipping it", latest.id, experiment_id
+            )
             checkpoints.delete([latest])
             latest = checkpoints.latest(experiment_id)
         step = latest.step if latest is not None else 0
@@ -168,16 +174,24 @@ def _record_end(
         log.warning("experiment %s was taken away from this worker %s", experiment_id, at)
         return Outcome.DONE
     if cause == StopCause.SHUTDOWN:
-        requeued = _finish(session_factory, experiment_id, S.QUEUED,
-                           f"the worker shut down {at}; the run continues from its checkpoint",
-                           only_from=[S.RUNNING])
+        requeued = _finish(
+            session_factory,
+            experiment_id,
+            S.QUEUED,
+            f"the worker shut down {at}; the run continues from its checkpoint",
+            only_from=[S.RUNNING],
+        )
         if requeued:
             return Outcome.REQUEUE
         _finish(session_factory, experiment_id, S.CANCELLED, f"cancelled {at}")
         return Outcome.DONE
     if cause == StopCause.TIME_LIMIT:
-        _finish(session_factory, experiment_id, S.FAILED,
-                f"stopped {at}: the run exceeded the time limit of {limits.time_limit_s:.0f} s")
+        _finish(
+            session_factory,
+            experiment_id,
+            S.FAILED,
+            f"stopped {at}: the run exceeded the time limit of {limits.time_limit_s:.0f} s",
+        )
     elif cause == StopCause.CANCELLED:
         _finish(session_factory, experiment_id, S.CANCELLED, f"cancelled {at}")
     else:
@@ -196,8 +210,14 @@ def _finish(
 ) -> bool:
     finished_at = None if to == S.QUEUED else utcnow()
     with session_factory() as session:
-        moved = transition(session, experiment_id, only_from or [S.RUNNING, S.CANCELLING], to,
-                           reason, finished_at=finished_at)
+        moved = transition(
+            session,
+            experiment_id,
+            only_from or [S.RUNNING, S.CANCELLING],
+            to,
+            reason,
+            finished_at=finished_at,
+        )
         session.commit()
     return moved is not None
 

@@ -20,6 +20,7 @@ from core.db import make_engine, make_session_factory
 from core.queue import RUN_TASK
 from core.settings import get_settings
 from core.storage import ArtifactStorage
+from core.streaming import publish_after_commit, publisher_for
 from workers.app import app
 from workers.orchestration import Outcome, RunLimits, run_experiment
 
@@ -29,14 +30,18 @@ log = logging.getLogger(__name__)
 _shutdown = threading.Event()
 
 
-@worker_shutting_down.connect
+@worker_shutting_down.connect  # type: ignore[untyped-decorator]  # celery has no type hints
 def _on_worker_shutting_down(**_: Any) -> None:
     _shutdown.set()
 
 
 @lru_cache(maxsize=1)
 def _session_factory() -> sessionmaker[Session]:
-    return make_session_factory(make_engine(get_settings().database_url))
+    settings = get_settings()
+    factory = make_session_factory(make_engine(settings.database_url))
+    # Streams in the API are woken as soon as this worker commits events (with Redis).
+    publish_after_commit(factory, publisher_for(settings))
+    return factory
 
 
 def _limits() -> RunLimits:
@@ -48,7 +53,7 @@ def _limits() -> RunLimits:
     )
 
 
-@app.task(name=RUN_TASK, bind=True, max_retries=20)
+@app.task(name=RUN_TASK, bind=True, max_retries=20)  # type: ignore[untyped-decorator]
 def run_experiment_task(self: Task, experiment_id: str) -> str:
     """Run one experiment; ``experiment_id`` is all the message carries."""
     if _shutdown.is_set():

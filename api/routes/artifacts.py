@@ -29,7 +29,9 @@ def get_metrics(
     experiment_id: ExperimentId,
     session: SessionDep,
     names: Annotated[str | None, Query(description="Comma-separated metric names.")] = None,
-    after_step: Annotated[int | None, Query(ge=-1, description="Only points after this step.")] = None,
+    after_step: Annotated[
+        int | None, Query(ge=-1, description="Only points after this step.")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=10000, description="Page size (in points).")] = 1000,
 ) -> MetricPage:
     service.get(session, experiment_id)
@@ -47,7 +49,7 @@ def get_metrics(
 )
 def list_checkpoints(experiment_id: ExperimentId, session: SessionDep) -> CheckpointList:
     service.get(session, experiment_id)
-    rows = CheckpointRepository(session).list(experiment_id)
+    rows = CheckpointRepository(session).all_of(experiment_id)
     return CheckpointList(items=[CheckpointOut.of(r) for r in rows])
 
 
@@ -105,5 +107,9 @@ def _check_range(header: str | None, size: int) -> None:
     except MalformedRangeHeader as exc:
         raise ApiError(400, "invalid_range", exc.content) from None
     except RangeNotSatisfiable:
-        raise ApiError(416, "range_not_satisfiable", f"the file has {size} bytes",
-                       headers={"content-range": f"bytes */{size}"}) from None
+        raise ApiError(
+            416,
+            "range_not_satisfiable",
+            f"the file has {size} bytes",
+            headers={"content-range": f"bytes */{size}"},
+        ) from None

@@ -37,7 +37,9 @@ class AlgorithmOut(BaseModel):
     title: str
     summary: str
     multi_agent: bool
-    backends: list[Backend] = Field(description="The backends it is built for (others are refused).")
+    backends: list[Backend] = Field(
+        description="The backends it is built for, in the order of `all_backends` (others are refused)."
+    )
     all_backends: list[Backend] = Field(description="Every backend MARLForge knows.")
     suites: list[EnvSuite] = Field(description="The environment suites it trains on.")
     environments: list[EnvironmentOut] = Field(description="Every environment it trains on.")
@@ -79,7 +81,7 @@ def list_algorithms() -> list[AlgorithmOut]:
             title=e.title,
             summary=e.summary,
             multi_agent=e.multi_agent,
-            backends=sorted(e.backends),
+            backends=[b for b in Backend if b in e.backends],
             all_backends=list(Backend),
             suites=sorted(e.suites),
             environments=_environments(e),

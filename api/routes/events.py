@@ -136,7 +136,7 @@ async def _stream(
     "while nothing happens. `?format=json` returns the same events as a page instead "
     "(`after`, `limit`), for polling clients; `kinds` keeps only some kinds.",
     responses={
-        200: {"content": {"text/event-stream": {}, "application/json": {"model": EventPage}},
+        200: {"model": EventPage, "content": {"text/event-stream": {}},
               "description": "The stream, or a page of events with `format=json`."},
         **error_responses(404, 422),
     },

@@ -67,14 +67,20 @@ def create_experiment(
 def list_experiments(
     session: SessionDep,
     limit: Annotated[int, Query(ge=1, le=500, description="Page size.")] = 50,
-    after: Annotated[str | None, Query(description="Cursor: the last id of the previous page.")] = None,
+    after: Annotated[
+        str | None, Query(description="Cursor: the last id of the previous page.")
+    ] = None,
     status: Annotated[ExperimentStatus | None, Query(description="Only this status.")] = None,
     algorithm: Annotated[Algorithm | None, Query(description="Only this algorithm.")] = None,
     backend: Annotated[Backend | None, Query(description="Only this backend.")] = None,
 ) -> ExperimentPage:
     if after is not None and not is_id(after):
-        raise ApiError(422, "invalid_request", "after: not an experiment id",
-                       [FieldProblem(field="after", reason="not an experiment id")])
+        raise ApiError(
+            422,
+            "invalid_request",
+            "after: not an experiment id",
+            [FieldProblem(field="after", reason="not an experiment id")],
+        )
     rows = ExperimentRepository(session).page(
         ExperimentFilter(status=status, algorithm=algorithm, backend=backend), limit + 1, after
     )

@@ -22,7 +22,9 @@ class CheckpointRepository:
         """Record the checkpoint at ``step``; a second one at the same step replaces the first
         (the file was replaced by the same atomic rename)."""
         existing = self.session.scalar(
-            select(Checkpoint).where(Checkpoint.experiment_id == experiment_id, Checkpoint.step == step)
+            select(Checkpoint).where(
+                Checkpoint.experiment_id == experiment_id, Checkpoint.step == step
+            )
         )
         if existing is not None:
             existing.path, existing.size_bytes, existing.sha256 = path, size_bytes, sha256
@@ -42,10 +44,12 @@ class CheckpointRepository:
         self.session.flush()
         return row
 
-    def list(self, experiment_id: str) -> list[Checkpoint]:
+    def all_of(self, experiment_id: str) -> list[Checkpoint]:
         """The experiment's checkpoints, oldest step first."""
         query = (
-            select(Checkpoint).where(Checkpoint.experiment_id == experiment_id).order_by(Checkpoint.step)
+            select(Checkpoint)
+            .where(Checkpoint.experiment_id == experiment_id)
+            .order_by(Checkpoint.step)
         )
         return list(self.session.scalars(query))
 

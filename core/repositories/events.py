@@ -64,7 +64,9 @@ class EventRepository:
         )
         return list(self.session.scalars(query))
 
-    def events(self, experiment_id: str, after_id: int = 0, limit: int = 1000) -> list[ExperimentEvent]:
+    def events(
+        self, experiment_id: str, after_id: int = 0, limit: int = 1000
+    ) -> list[ExperimentEvent]:
         """The experiment's events with an id above ``after_id``, oldest first."""
         query = (
             select(ExperimentEvent)

@@ -41,9 +41,7 @@ class ExperimentRepository:
 
     def status_of(self, experiment_id: str) -> ExperimentStatus | None:
         """Only the status (the cheap read a running job polls)."""
-        return self.session.scalar(
-            select(Experiment.status).where(Experiment.id == experiment_id)
-        )
+        return self.session.scalar(select(Experiment.status).where(Experiment.id == experiment_id))
 
     def page(self, flt: ExperimentFilter, limit: int, after: str | None) -> list[Experiment]:
         """Up to ``limit`` experiments, newest first, older than the one with id ``after``."""

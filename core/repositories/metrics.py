@@ -25,15 +25,14 @@ class MetricWrite:
 def _upsert(dialect: str) -> Insert:
     # A point reported twice at one step (a re-run after a crash) replaces the first, so a run's
     # series never holds duplicates.
-    table = MetricPointRow.__table__
     if dialect == "postgresql":
-        pg = postgresql.insert(table)
+        pg = postgresql.insert(MetricPointRow)
         return pg.on_conflict_do_update(
             constraint="uq_metric_points_key",
             set_={"value": pg.excluded.value, "wall_time": pg.excluded.wall_time},
         )
     if dialect == "sqlite":
-        lite = sqlite.insert(table)
+        lite = sqlite.insert(MetricPointRow)
         return lite.on_conflict_do_update(
             index_elements=["experiment_id", "name", "step"],
             set_={"value": lite.excluded.value, "wall_time": lite.excluded.wall_time},

@@ -92,7 +92,9 @@ def actor_loss(ops: Ops[A], q_policy: A, mask: A) -> A:
     return -masked_mean(ops, q_policy, mask)
 
 
-def explore(actions: NDArray[np.float32], noise_std: float, rng: np.random.Generator) -> NDArray[np.float32]:
+def gaussian_exploration(
+    actions: NDArray[np.float32], noise_std: float, rng: np.random.Generator
+) -> NDArray[np.float32]:
     """Gaussian exploration: ``actions`` + N(0, noise_std^2), clipped back into [-1, 1]."""
     if noise_std == 0.0:
         return actions

@@ -32,10 +32,8 @@ class RolloutStep:
     """What the env receives: continuous actions clipped to [-1, 1]."""
     log_prob: NDArray[np.float32]
     """(E, N)"""
-    values: NDArray[np.float32]
-    """(E, N) the critic's raw outputs (normalised units with value normalisation)."""
-    hidden: tuple[NDArray[np.float32], NDArray[np.float32]] | None
-    """Recurrent policies: the actor's and critic's GRU states (E, N, H) *before* this step."""
+    hidden: NDArray[np.float32] | None
+    """Recurrent policies: the actor's GRU state (E, N, H) *before* this step."""
 
 
 @dataclass(frozen=True)
@@ -51,15 +49,21 @@ class Chunks:
 
     def gather(self, array: NDArray[Any]) -> NDArray[Any]:
         """``array`` (T, E, ...) rearranged to (C, L, ...)."""
-        return array[self.time, self.env[:, None]]
+        return np.asarray(array[self.time, self.env[:, None]])
 
     def first(self, array: NDArray[Any]) -> NDArray[Any]:
         """``array`` (T, E, ...) at each chunk's first step: (C, ...)."""
-        return array[self.time[:, 0], self.env]
+        return np.asarray(array[self.time[:, 0], self.env])
 
 
 class RolloutBuffer:
-    """One rollout of ``length`` steps of ``info.num_envs`` env copies."""
+    """One rollout of ``length`` steps of ``info.num_envs`` env copies.
+
+    The runner writes what the policy saw and did (``add``) and what came of it (``add_outcome``)
+    at every step, then the observation the rollout stopped at (``finish``). The learner values
+    every observation afterwards in one batched pass and hands the values back (``set_values``):
+    the critic is not on the acting path.
+    """
 
     def __init__(self, info: EnvInfo, length: int, hidden_size: int | None = None) -> None:
         t, e, n = length, info.num_envs, info.num_agents
@@ -75,19 +79,25 @@ class RolloutBuffer:
         else:
             self.actions = np.zeros((t, e, n, info.action_dim), np.float32)
         self.log_prob = np.zeros((t, e, n), np.float32)
-        self.values = np.zeros((t, e, n), np.float32)
-        """The critic's raw outputs (normalised units when value normalisation is on)."""
-        self.final_values = np.zeros((t, e, n), np.float32)
-        """Raw critic outputs for the final observation of episodes that ended at a step."""
-        self.next_values = np.zeros((t, e, n), np.float32)
-        """Raw critic outputs for what followed each step (filled by ``finish``)."""
         self.rewards = np.zeros((t, e, n), np.float32)
         self.terminated = np.zeros((t, e), np.bool_)
         self.episode_end = np.zeros((t, e), np.bool_)
+        self.final_obs = np.zeros((t, e, n, info.obs_dim), np.float32)
+        """The last observation of each episode that ended at a step (else the next one)."""
+        self.final_state = np.zeros((t, e, info.state_dim), np.float32)
+        self.last_obs = np.zeros((e, n, info.obs_dim), np.float32)
+        """The observation after the rollout's last step (what the rollout bootstraps from)."""
+        self.last_state = np.zeros((e, info.state_dim), np.float32)
+        self.values = np.zeros((t, e, n), np.float32)
+        """The critic's raw outputs (normalised units when value normalisation is on)."""
+        self.next_values = np.zeros((t, e, n), np.float32)
+        """Raw critic outputs for what followed each step (``set_values`` fills it)."""
         self.hidden_size = hidden_size
         if hidden_size is not None:
             self.actor_hidden = np.zeros((t, e, n, hidden_size), np.float32)
+            """The actor's GRU state before each step."""
             self.critic_hidden = np.zeros((t, e, n, hidden_size), np.float32)
+            """The critic's GRU state before each step (the learner's value pass fills it)."""
         self.step = 0
 
     @property
@@ -108,29 +118,38 @@ class RolloutBuffer:
             self.avail_actions[t] = observation.avail_actions
         self.actions[t] = step.actions
         self.log_prob[t] = step.log_prob
-        self.values[t] = step.values
         if step.hidden is not None:
-            self.actor_hidden[t], self.critic_hidden[t] = step.hidden
+            self.actor_hidden[t] = step.hidden
 
-    def add_outcome(self, transition: Transition, final_values: NDArray[Any] | None) -> None:
-        """Record the step's rewards and episode ends, and close the row. ``final_values`` are the
-        critic's raw values (E, N) of ``transition.final_obs``; they are needed (and read) only
-        where an episode ended, and may be None when none did."""
+    def add_outcome(self, transition: Transition) -> None:
+        """Record the step's rewards, episode ends and final observations; close the row."""
         t = self.step
         self.rewards[t] = transition.rewards
         self.terminated[t] = transition.terminated
         np.logical_or(transition.terminated, transition.truncated, out=self.episode_end[t])
-        if final_values is not None:
-            self.final_values[t] = final_values
+        self.final_obs[t] = transition.final_obs
+        self.final_state[t] = transition.final_state
         self.step += 1
 
-    def finish(self, bootstrap_values: NDArray[Any]) -> None:
-        """Close the rollout with the critic's raw values (E, N) of the observation after its last
-        step, and fill ``next_values``: the next row's value inside an episode, the final
-        observation's value where an episode ended, ``bootstrap_values`` after the last step."""
-        self.next_values[:-1] = self.values[1:]
-        self.next_values[-1] = bootstrap_values
-        np.copyto(self.next_values, self.final_values, where=self.episode_end[..., None])
+    def finish(self, observation: Observation) -> None:
+        """Record the observation the rollout stopped at."""
+        self.last_obs[...] = observation.obs
+        self.last_state[...] = observation.state
+
+    def set_values(
+        self,
+        values: NDArray[Any],
+        final_values: NDArray[Any],
+        last_values: NDArray[Any],
+    ) -> None:
+        """Store the critic's raw values (T, E, N) of every step's observation, of every step's
+        final observation (read only where an episode ended) and (E, N) of ``last_obs``; fill
+        ``next_values``: the next row's value inside an episode, the final observation's value
+        where an episode ended, ``last_values`` after the last step."""
+        self.values[...] = values
+        self.next_values[:-1] = values[1:]
+        self.next_values[-1] = last_values
+        np.copyto(self.next_values, final_values, where=self.episode_end[..., None])
 
     def chunks(self, chunk_length: int) -> Chunks:
         """Cut every env's steps into sequences of at most ``chunk_length`` that never cross an

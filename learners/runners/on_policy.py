@@ -1,11 +1,12 @@
-"""The on-policy loop (MAPPO, IPPO): collect a rollout with the current policy, update on it, repeat.
+"""The on-policy loop (MAPPO, IPPO): collect a rollout with the current policy, update, repeat.
 
 Each iteration steps every env copy ``rollout_length`` times (fewer for the last one, so the run
-stops at its budget), acting for all copies and agents in one batched call per step. Where an
-episode ends, the critic values its final observation at once (a truncated episode bootstraps from
-it; a terminated one does not), and a recurrent policy's GRU state is reset for that copy. After
-the rollout the critic values the next observation (the bootstrap), the step size follows the
-linear schedule, and the learner updates.
+stops at its budget), acting for all copies and agents in one batched forward pass of the actor
+per step; where an episode ends, a recurrent policy's GRU state is reset for that copy. The buffer
+keeps each ended episode's final observation (a truncated episode bootstraps from its value, a
+terminated one does not) and the observation after the last step. Then the step size follows the
+linear schedule and the learner updates: it values the whole rollout in one batched pass of the
+critic (off the acting path) and trains.
 
 Checkpoints fall between rollouts, so a runner's own state is only each copy's episode index:
 resuming restarts every copy at the start of the episode it was in (exactly where it was when
@@ -36,7 +37,8 @@ class OnPolicyLearner(Learner, Protocol):
     recurrent state of the training copies (None for feed-forward policies)."""
 
     def initial_memory(self, num_envs: int) -> Any:
-        """The memory of ``num_envs`` copies at the start of their episodes."""
+        """The memory of ``num_envs`` copies at the start of their episodes (called when the
+        training copies start afresh: at the start of a run and on resume)."""
         ...
 
     def reset_memory(self, memory: Any, ended: NDArray[np.bool_]) -> Any:
@@ -47,16 +49,12 @@ class OnPolicyLearner(Learner, Protocol):
         """Sample actions for every copy and agent; returns the step and the memory after it."""
         ...
 
-    def values(self, obs: NDArray[Any], state: NDArray[Any], memory: Any) -> NDArray[np.float32]:
-        """The critic's raw values (E, N) of an observation given the memory before it."""
-        ...
-
     def lr_decay(self, step: int, total_steps: int) -> float:
         """Set the step size for env step ``step`` of ``total_steps``."""
         ...
 
     def update(self, buffer: RolloutBuffer) -> UpdateStats:
-        """Train on the finished rollout in ``buffer``."""
+        """Value the finished rollout in ``buffer`` and train on it."""
         ...
 
 
@@ -116,17 +114,13 @@ def collect_rollout(
         step, memory = learner.rollout_step(obs, memory)
         buffer.add(obs, step)
         obs, transition = env.step(step.env_actions)
+        buffer.add_outcome(transition)
         ended = transition.terminated | transition.truncated
-        final_values = None
         if ended.any():
-            # The critic values each ended episode's last observation with the memory it had
-            # reached; truncated episodes bootstrap from it.
-            final_values = learner.values(transition.final_obs, transition.final_state, memory)
             memory = learner.reset_memory(memory, ended)
-        buffer.add_outcome(transition, final_values)
         if on_transition is not None:
             on_transition(transition)
-    buffer.finish(learner.values(obs.obs, obs.state, memory))
+    buffer.finish(obs)
     return obs, memory
 
 

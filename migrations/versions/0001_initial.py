@@ -68,9 +68,7 @@ def upgrade() -> None:
         sa.Column("wall_time", sa.Double(), nullable=False),
         sa.UniqueConstraint("experiment_id", "name", "step", name="uq_metric_points_key"),
     )
-    op.create_index(
-        "ix_metric_points_experiment_step", "metric_points", ["experiment_id", "step"]
-    )
+    op.create_index("ix_metric_points_experiment_step", "metric_points", ["experiment_id", "step"])
 
     op.create_table(
         "checkpoints",
@@ -107,9 +105,7 @@ def upgrade() -> None:
         _ts("created_at"),
         sqlite_autoincrement=True,
     )
-    op.create_index(
-        "ix_experiment_events_experiment", "experiment_events", ["experiment_id", "id"]
-    )
+    op.create_index("ix_experiment_events_experiment", "experiment_events", ["experiment_id", "id"])
 
 
 def downgrade() -> None:

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
@@ -42,22 +41,9 @@ def settings(tmp_path: Path, pg_url: str) -> Settings:
 
 
 @pytest.fixture
-def connection(pg_engine: Engine) -> Iterator[Connection]:
-    """A connection inside an outer transaction that is rolled back after the test."""
-    with pg_engine.connect() as conn:
-        outer = conn.begin()
-        try:
-            yield conn
-        finally:
-            outer.rollback()
-
-
-@pytest.fixture
-def session_factory(connection: Connection) -> sessionmaker[Session]:
-    """Sessions joined to the test's transaction: their commits become savepoints."""
-    return sessionmaker(
-        bind=connection, join_transaction_mode="create_savepoint", expire_on_commit=False
-    )
+def session_factory(rollback_sessions: sessionmaker[Session]) -> sessionmaker[Session]:
+    """The app's sessions: joined to the test's rolled-back transaction."""
+    return rollback_sessions
 
 
 @pytest.fixture
@@ -93,8 +79,13 @@ def queued_messages(settings: Settings) -> Callable[[], list[dict[str, Any]]]:
         for path in sorted(folder.glob("*.msg")) if folder.is_dir() else []:
             payload = json.loads(path.read_text())
             body = json.loads(base64.b64decode(payload["body"]))
-            messages.append({"queue": path.name.partition(".")[2][: -len(".msg")],
-                             "task": payload["headers"]["task"], "args": body[0]})
+            messages.append(
+                {
+                    "queue": path.name.partition(".")[2][: -len(".msg")],
+                    "task": payload["headers"]["task"],
+                    "args": body[0],
+                }
+            )
         return messages
 
     return read

@@ -14,6 +14,8 @@ from core.models import Checkpoint
 from core.repositories import CheckpointRepository, MetricRepository, MetricWrite
 from core.storage import ArtifactStorage
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture
 def experiment_id(client: TestClient, example_spec: dict[str, Any]) -> str:
@@ -24,8 +26,11 @@ def experiment_id(client: TestClient, example_spec: dict[str, Any]) -> str:
 
 
 def _write_metrics(session: Session, experiment_id: str, steps: range, names: list[str]) -> None:
-    points = [MetricWrite(step, name, float(step) + i / 10, 1_700_000_000.0 + step)
-              for step in steps for i, name in enumerate(names)]
+    points = [
+        MetricWrite(step, name, float(step) + i / 10, 1_700_000_000.0 + step)
+        for step in steps
+        for i, name in enumerate(names)
+    ]
     MetricRepository(session).write(experiment_id, points)
     session.commit()
 
@@ -40,8 +45,12 @@ def test_metrics_are_ordered_by_step_then_name(
     assert [(p["step"], p["name"]) for p in body["items"]] == [
         (s, n) for s in (10, 20, 30) for n in ("eval/return", "train/loss")
     ]
-    assert body["items"][0] == {"step": 10, "wall_time": 1_700_000_010.0, "name": "eval/return",
-                                "value": 10.1}
+    assert body["items"][0] == {
+        "step": 10,
+        "wall_time": 1_700_000_010.0,
+        "name": "eval/return",
+        "value": 10.1,
+    }
     assert body["next_after_step"] is None
 
 
@@ -71,10 +80,16 @@ def test_metrics_filter_by_names_and_after_step(
 ) -> None:
     _write_metrics(session, experiment_id, range(1, 6), ["a", "b", "c"])
 
-    body = client.get(f"/v1/experiments/{experiment_id}/metrics",
-                      params={"names": "a,c", "after_step": 3}).json()
+    body = client.get(
+        f"/v1/experiments/{experiment_id}/metrics", params={"names": "a,c", "after_step": 3}
+    ).json()
 
-    assert [(p["step"], p["name"]) for p in body["items"]] == [(4, "a"), (4, "c"), (5, "a"), (5, "c")]
+    assert [(p["step"], p["name"]) for p in body["items"]] == [
+        (4, "a"),
+        (4, "c"),
+        (5, "a"),
+        (5, "c"),
+    ]
 
 
 def test_a_rewritten_point_replaces_the_old_one_and_nan_reads_as_null(
@@ -82,7 +97,9 @@ def test_a_rewritten_point_replaces_the_old_one_and_nan_reads_as_null(
 ) -> None:
     metrics = MetricRepository(session)
     metrics.write(experiment_id, [MetricWrite(5, "loss", 1.0, 1.0)])
-    metrics.write(experiment_id, [MetricWrite(5, "loss", None, 2.0), MetricWrite(6, "loss", 3.0, 3.0)])
+    metrics.write(
+        experiment_id, [MetricWrite(5, "loss", None, 2.0), MetricWrite(6, "loss", 3.0, 3.0)]
+    )
     session.commit()
 
     items = client.get(f"/v1/experiments/{experiment_id}/metrics").json()["items"]
@@ -167,7 +184,9 @@ def test_missing_checkpoints_and_files_are_404(
     Path(storage.resolve(row.path)).unlink()
 
     gone = client.get(f"/v1/experiments/{experiment_id}/checkpoints/{row.id}/file")
-    unknown = client.get(f"/v1/experiments/{experiment_id}/checkpoints/01JAAAAAAAAAAAAAAAAAAAAAAA/file")
+    unknown = client.get(
+        f"/v1/experiments/{experiment_id}/checkpoints/01JAAAAAAAAAAAAAAAAAAAAAAA/file"
+    )
 
     assert gone.status_code == 404 and gone.json()["error"]["code"] == "file_missing"
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"

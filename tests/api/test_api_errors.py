@@ -15,6 +15,8 @@ from core.models import Experiment
 from learners.enums import Algorithm, Backend
 from learners.registry import entries
 
+pytestmark = pytest.mark.integration
+
 Messages = Callable[[], list[dict[str, Any]]]
 
 
@@ -44,14 +46,26 @@ def _with(spec: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
 BAD_SPECS: list[tuple[str, Callable[[dict[str, Any]], Any], str]] = [
     ("unknown algorithm", lambda s: _with(s, "algorithm", "alphazero"), "algorithm"),
     ("unknown backend", lambda s: _with(s, "backend", "jax"), "backend"),
-    ("unbuilt pair", lambda s: _with(s, "backend", _unbuilt_pair()[1])
-     if s["algorithm"] == _unbuilt_pair()[0] else _with(_with(s, "algorithm", _unbuilt_pair()[0]),
-                                                        "backend", _unbuilt_pair()[1]), "backend"),
+    (
+        "unbuilt pair",
+        lambda s: (
+            _with(s, "backend", _unbuilt_pair()[1])
+            if s["algorithm"] == _unbuilt_pair()[0]
+            else _with(_with(s, "algorithm", _unbuilt_pair()[0]), "backend", _unbuilt_pair()[1])
+        ),
+        "backend",
+    ),
     ("negative total_steps", lambda s: _with(s, "total_steps", -5), "total_steps"),
-    ("unknown hyperparameter", lambda s: _with(s, "hyperparameters", {"learning_rate_actr": 0.1}),
-     "hyperparameters.learning_rate_actr"),
-    ("wrong type", lambda s: _with(s, "hyperparameters", {"batch_size": "big"}),
-     "hyperparameters.batch_size"),
+    (
+        "unknown hyperparameter",
+        lambda s: _with(s, "hyperparameters", {"learning_rate_actr": 0.1}),
+        "hyperparameters.learning_rate_actr",
+    ),
+    (
+        "wrong type",
+        lambda s: _with(s, "hyperparameters", {"batch_size": "big"}),
+        "hyperparameters.batch_size",
+    ),
     ("wrong type at top level", lambda s: _with(s, "seed", [1]), "seed"),
     ("missing field", lambda s: _without(s, "env"), "env"),
     ("missing nested field", lambda s: _with(s, "env", {"suite": "gymnasium"}), "env.id"),
@@ -82,7 +96,9 @@ def test_bad_specs_are_422_naming_the_field_and_store_nothing(
     assert queued_messages() == []
 
 
-def test_an_unbuilt_pair_says_it_is_not_built(client: TestClient, example_spec: dict[str, Any]) -> None:
+def test_an_unbuilt_pair_says_it_is_not_built(
+    client: TestClient, example_spec: dict[str, Any]
+) -> None:
     algorithm, backend = _unbuilt_pair()
 
     response = client.post(

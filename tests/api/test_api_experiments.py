@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -13,6 +14,8 @@ from core.enums import ExperimentStatus
 from core.lifecycle import transition
 from core.models import Experiment, StatusTransition
 from learners.spec import parse_spec
+
+pytestmark = pytest.mark.integration
 
 Messages = Callable[[], list[dict[str, Any]]]
 
@@ -56,8 +59,17 @@ def test_get_returns_what_was_submitted(client: TestClient, example_spec: dict[s
     assert response.status_code == 200
     body = response.json()
     assert body == created
-    assert set(body) >= {"spec", "status", "status_reason", "progress", "latest_metrics",
-                         "created_at", "updated_at", "started_at", "finished_at"}
+    assert set(body) >= {
+        "spec",
+        "status",
+        "status_reason",
+        "progress",
+        "latest_metrics",
+        "created_at",
+        "updated_at",
+        "started_at",
+        "finished_at",
+    }
 
 
 def test_unknown_and_malformed_ids_are_404(client: TestClient) -> None:
@@ -109,9 +121,13 @@ def test_listing_filters_by_status_algorithm_and_backend(
 
 
 def test_listing_rejects_bad_filters_naming_the_field(client: TestClient) -> None:
-    for params, field in (({"status": "sleeping"}, "status"), ({"limit": "0"}, "limit"),
-                          ({"limit": "x"}, "limit"), ({"after": "nope"}, "after"),
-                          ({"backend": "jax"}, "backend")):
+    for params, field in (
+        ({"status": "sleeping"}, "status"),
+        ({"limit": "0"}, "limit"),
+        ({"limit": "x"}, "limit"),
+        ({"after": "nope"}, "after"),
+        ({"backend": "jax"}, "backend"),
+    ):
         response = client.get("/v1/experiments", params=params)
         assert response.status_code == 422, params
         assert [f["field"] for f in response.json()["error"]["fields"]] == [field]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -15,6 +16,8 @@ from core.enums import ExperimentStatus
 from core.models import Experiment
 from core.settings import Settings
 from core.storage import ArtifactStorage
+
+pytestmark = pytest.mark.integration
 
 # Nothing listens on port 1: connections are refused at once.
 DEAD_REDIS = "redis://127.0.0.1:1/0"
@@ -30,8 +33,11 @@ def test_healthz_and_readyz_are_ok(client: TestClient) -> None:
 def test_readyz_is_503_when_the_broker_is_down(
     settings: Settings, session_factory: Any, storage: ArtifactStorage
 ) -> None:
-    app = create_app(settings.model_copy(update={"broker_url": DEAD_REDIS}),
-                     session_factory=session_factory, storage=storage)
+    app = create_app(
+        settings.model_copy(update={"broker_url": DEAD_REDIS}),
+        session_factory=session_factory,
+        storage=storage,
+    )
     with TestClient(app) as client:
         response = client.get("/readyz")
 
@@ -42,8 +48,9 @@ def test_readyz_is_503_when_the_broker_is_down(
 
 def test_readyz_is_503_when_the_database_is_down(tmp_path: Path, settings: Settings) -> None:
     engine = make_engine("postgresql+psycopg://postgres@127.0.0.1:1/none?connect_timeout=2")
-    app = create_app(settings, session_factory=make_session_factory(engine),
-                     storage=ArtifactStorage(tmp_path))
+    app = create_app(
+        settings, session_factory=make_session_factory(engine), storage=ArtifactStorage(tmp_path)
+    )
     with TestClient(app) as client:
         response = client.get("/readyz")
     engine.dispose()
@@ -53,11 +60,17 @@ def test_readyz_is_503_when_the_database_is_down(tmp_path: Path, settings: Setti
 
 
 def test_a_submission_the_broker_cannot_take_is_503_and_marked_failed(
-    settings: Settings, session_factory: Any, storage: ArtifactStorage, session: Session,
+    settings: Settings,
+    session_factory: Any,
+    storage: ArtifactStorage,
+    session: Session,
     example_spec: dict[str, Any],
 ) -> None:
-    app = create_app(settings.model_copy(update={"broker_url": DEAD_REDIS}),
-                     session_factory=session_factory, storage=storage)
+    app = create_app(
+        settings.model_copy(update={"broker_url": DEAD_REDIS}),
+        session_factory=session_factory,
+        storage=storage,
+    )
     with TestClient(app) as client:
         response = client.post("/v1/experiments", json=example_spec)
 

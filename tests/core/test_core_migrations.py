@@ -12,8 +12,14 @@ from sqlalchemy import create_engine, inspect
 from core import migrate
 from core.models import Base
 
-TABLES = {"experiments", "metric_points", "checkpoints", "status_transitions",
-          "experiment_events", "alembic_version"}
+TABLES = {
+    "experiments",
+    "metric_points",
+    "checkpoints",
+    "status_transitions",
+    "experiment_events",
+    "alembic_version",
+}
 
 
 def _check_round_trip(url: str) -> None:

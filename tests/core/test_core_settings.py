@@ -54,10 +54,15 @@ def test_environment_variables_override_the_defaults(
     assert settings.visibility_timeout_s > settings.run_time_limit_s == 7200
 
 
-@pytest.mark.parametrize(("name", "value"), [
-    ("MARLFORGE_API_PORT", "0"), ("MARLFORGE_QUEUE_PREFIX", "a b"),
-    ("MARLFORGE_POLL_INTERVAL_S", "-1"), ("MARLFORGE_RUN_TIME_LIMIT_S", "soon"),
-])
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("MARLFORGE_API_PORT", "0"),
+        ("MARLFORGE_QUEUE_PREFIX", "a b"),
+        ("MARLFORGE_POLL_INTERVAL_S", "-1"),
+        ("MARLFORGE_RUN_TIME_LIMIT_S", "soon"),
+    ],
+)
 def test_bad_values_are_refused(clean_env: pytest.MonkeyPatch, name: str, value: str) -> None:
     clean_env.setenv(name, value)
     with pytest.raises(ValidationError):

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from e2e_support import Api, ServiceProcess, free_port, service_env
 
 
@@ -19,17 +18,20 @@ def stack(
     """The API and one torch worker as processes; yields a client of the API."""
     folder: Path = tmp_path_factory.mktemp("stack")
     port = free_port()
-    env = service_env({
-        "MARLFORGE_DATABASE_URL": pg_url,
-        "MARLFORGE_BROKER_URL": redis_url,
-        "MARLFORGE_QUEUE_PREFIX": queue_prefix,
-        "MARLFORGE_VAR_DIR": str(folder / "var"),
-        "MARLFORGE_ARTIFACTS_DIR": str(folder / "artifacts"),
-        "MARLFORGE_POLL_INTERVAL_S": "0.2",
-    })
+    env = service_env(
+        {
+            "MARLFORGE_DATABASE_URL": pg_url,
+            "MARLFORGE_BROKER_URL": redis_url,
+            "MARLFORGE_QUEUE_PREFIX": queue_prefix,
+            "MARLFORGE_VAR_DIR": str(folder / "var"),
+            "MARLFORGE_ARTIFACTS_DIR": str(folder / "artifacts"),
+            "MARLFORGE_POLL_INTERVAL_S": "0.2",
+        }
+    )
     worker = ServiceProcess(["worker", "--backend", "torch"], env, folder / "worker.log")
-    api = ServiceProcess(["api", "--host", "127.0.0.1", "--port", str(port)], env,
-                         folder / "api.log")
+    api = ServiceProcess(
+        ["api", "--host", "127.0.0.1", "--port", str(port)], env, folder / "api.log"
+    )
     client = Api(f"http://127.0.0.1:{port}")
     try:
         client.wait_ready(process=api)

@@ -34,8 +34,9 @@ def free_port() -> int:
 
 def service_env(overrides: Mapping[str, str], drop: Iterable[str] = ()) -> dict[str, str]:
     """The environment of a service process: this one's, with MARLFORGE_* replaced."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("MARLFORGE_") and k not in set(drop)}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("MARLFORGE_") and k not in set(drop)
+    }
     # Two shared cores: one torch thread per process keeps the machine usable.
     env.update({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
     env.update(overrides)
@@ -49,8 +50,11 @@ class ServiceProcess:
         self.log_path = log_path
         self._log = log_path.open("wb")
         self.process = subprocess.Popen(
-            [*marlforge_command(), *args], env=dict(env), stdout=self._log,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            [*marlforge_command(), *args],
+            env=dict(env),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     def output(self) -> str:
@@ -62,7 +66,9 @@ class ServiceProcess:
         deadline = time.monotonic() + timeout
         while text not in self.output():
             if self.process.poll() is not None:
-                raise AssertionError(f"process exited ({self.process.returncode}):\n{self.output()}")
+                raise AssertionError(
+                    f"process exited ({self.process.returncode}):\n{self.output()}"
+                )
             if time.monotonic() > deadline:
                 raise AssertionError(f"no {text!r} within {timeout} s:\n{self.output()[-4000:]}")
             time.sleep(0.2)
@@ -127,8 +133,9 @@ class Api:
         body: dict[str, Any] = response.json()
         return body
 
-    def wait_until(self, experiment_id: str, statuses: set[str], min_step: int = 0,
-                   timeout: float = 240) -> tuple[dict[str, Any], list[str]]:
+    def wait_until(
+        self, experiment_id: str, statuses: set[str], min_step: int = 0, timeout: float = 240
+    ) -> tuple[dict[str, Any], list[str]]:
         """Poll until the status is one of ``statuses`` (and the step at least ``min_step``);
         returns the experiment and every status seen on the way."""
         seen: list[str] = []
@@ -142,7 +149,9 @@ class Api:
             if body["status"] in TERMINAL - statuses:
                 raise AssertionError(f"ended {body['status']}: {body['status_reason']}")
             if time.monotonic() > deadline:
-                raise AssertionError(f"still {body['status']} at {body['progress']} after {timeout} s")
+                raise AssertionError(
+                    f"still {body['status']} at {body['progress']} after {timeout} s"
+                )
             time.sleep(0.2)
 
     def all_metrics(self, experiment_id: str) -> list[dict[str, Any]]:
@@ -162,5 +171,6 @@ class Api:
     def checkpoints(self, experiment_id: str) -> list[dict[str, Any]]:
         """The experiment's checkpoints, oldest first."""
         items: list[dict[str, Any]] = self.http.get(
-            f"/v1/experiments/{experiment_id}/checkpoints").json()["items"]
+            f"/v1/experiments/{experiment_id}/checkpoints"
+        ).json()["items"]
         return items

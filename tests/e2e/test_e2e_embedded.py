@@ -1,6 +1,6 @@
-"""``marlforge up`` (what ``make up`` runs): SQLite, the embedded broker and a local worker under one
-var folder, no PostgreSQL or Redis. A run trains end to end, Ctrl-C stops everything cleanly in the
-middle of a run, and the next ``up`` continues that run from its checkpoint."""
+"""``marlforge up`` (what ``make up`` runs): SQLite, the embedded broker and a local worker under
+one var folder, no PostgreSQL or Redis. A run trains end to end, Ctrl-C stops everything cleanly
+in the middle of a run, and the next ``up`` continues that run from its checkpoint."""
 
 from __future__ import annotations
 
@@ -12,15 +12,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from e2e_support import Api, ServiceProcess, free_port, service_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
 def _up(var_dir: Path, port: int, log_name: str) -> tuple[ServiceProcess, Api]:
-    env = service_env({"MARLFORGE_VAR_DIR": str(var_dir), "MARLFORGE_POLL_INTERVAL_S": "0.2",
-                       "MARLFORGE_SHUTDOWN_GRACE_S": "60"})
+    env = service_env(
+        {
+            "MARLFORGE_VAR_DIR": str(var_dir),
+            "MARLFORGE_POLL_INTERVAL_S": "0.2",
+            "MARLFORGE_SHUTDOWN_GRACE_S": "60",
+        }
+    )
     process = ServiceProcess(["up", "--port", str(port)], env, var_dir.parent / log_name)
     api = Api(f"http://127.0.0.1:{port}")
     api.wait_ready(process=process)
@@ -68,7 +72,8 @@ def test_make_up_runs_an_experiment_and_survives_a_restart(
         assert done["progress"]["step"] == 1200 and done["attempts"] == 2
         latest = api.checkpoints(created["id"])[-1]
         data = api.http.get(
-            f"/v1/experiments/{created['id']}/checkpoints/{latest['id']}/file").content
+            f"/v1/experiments/{created['id']}/checkpoints/{latest['id']}/file"
+        ).content
         assert latest["step"] == 1200
         assert hashlib.sha256(data).hexdigest() == latest["sha256"]
         points = api.all_metrics(created["id"])

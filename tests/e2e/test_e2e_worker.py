@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from e2e_support import Api
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.integration]
@@ -42,8 +41,7 @@ def test_a_ddpg_run_trains_and_its_checkpoint_acts(
     checkpoints = stack.checkpoints(created["id"])
     assert [c["step"] for c in checkpoints] == [200, 400]
     latest = checkpoints[-1]
-    response = stack.http.get(
-        f"/v1/experiments/{created['id']}/checkpoints/{latest['id']}/file")
+    response = stack.http.get(f"/v1/experiments/{created['id']}/checkpoints/{latest['id']}/file")
     assert response.status_code == 200
     assert hashlib.sha256(response.content).hexdigest() == latest["sha256"]
     assert response.headers["etag"] == f'"{latest["sha256"]}"'
@@ -105,7 +103,8 @@ def test_cancel_a_running_and_a_queued_run_then_resume(
 
 
 def test_bad_specs_are_refused_by_the_running_api(stack: Api) -> None:
-    response = stack.http.post("/v1/experiments", content=b"{oops",
-                               headers={"content-type": "application/json"})
+    response = stack.http.post(
+        "/v1/experiments", content=b"{oops", headers={"content-type": "application/json"}
+    )
     assert response.status_code == 400
     assert response.json()["error"]["fields"][0]["field"] == "body"

@@ -54,8 +54,12 @@ def submit(
     tmp_path: Path, pg_url: str, session_factory: sessionmaker[Session]
 ) -> Iterator[Callable[..., str]]:
     """Submits a spec through the service (embedded broker in the test's folder); returns the id."""
-    settings = Settings(var_dir=tmp_path / "var", database_url=pg_url, broker_url="filesystem://",
-                        queue_prefix="workertest.")
+    settings = Settings(
+        var_dir=tmp_path / "var",
+        database_url=pg_url,
+        broker_url="filesystem://",
+        queue_prefix="workertest.",
+    )
     dispatcher = CeleryDispatcher(settings)
 
     def _submit(spec: dict[str, Any]) -> str:

@@ -20,6 +20,8 @@ from core.storage import ArtifactStorage
 from learners.hooks import MetricPoint
 from workers.hooks import DatabaseHooks, StopCause
 
+pytestmark = pytest.mark.integration
+
 
 def _hooks(
     experiment_id: str,
@@ -27,53 +29,71 @@ def _hooks(
     storage: ArtifactStorage,
     **overrides: object,
 ) -> DatabaseHooks:
-    options: dict[str, object] = {"keep_last": 2, "total_steps": 1000, "poll_interval_s": 0.05,
-                                  "time_limit_s": 600.0}
+    options: dict[str, object] = {
+        "keep_last": 2,
+        "total_steps": 1000,
+        "poll_interval_s": 0.05,
+        "time_limit_s": 600.0,
+    }
     options.update(overrides)
     return DatabaseHooks(experiment_id, session_factory, storage, **options)  # type: ignore[arg-type]
 
 
 def _running(session_factory: sessionmaker[Session], experiment_id: str) -> None:
     with session_factory() as session:
-        transition(session, experiment_id, [ExperimentStatus.QUEUED], ExperimentStatus.RUNNING, None)
+        transition(
+            session, experiment_id, [ExperimentStatus.QUEUED], ExperimentStatus.RUNNING, None
+        )
         session.commit()
 
 
 def _events(session: Session, experiment_id: str, kind: EventKind) -> list[ExperimentEvent]:
-    return list(session.scalars(
-        select(ExperimentEvent)
-        .where(ExperimentEvent.experiment_id == experiment_id, ExperimentEvent.kind == kind)
-        .order_by(ExperimentEvent.id)
-    ))
+    return list(
+        session.scalars(
+            select(ExperimentEvent)
+            .where(ExperimentEvent.experiment_id == experiment_id, ExperimentEvent.kind == kind)
+            .order_by(ExperimentEvent.id)
+        )
+    )
 
 
 def test_metrics_are_written_in_batches_not_per_scalar(
-    submit: Callable[..., str], tiny_spec: Callable[..., dict[str, Any]], session_factory: sessionmaker[Session], storage: ArtifactStorage
+    submit: Callable[..., str],
+    tiny_spec: Callable[..., dict[str, Any]],
+    session_factory: sessionmaker[Session],
+    storage: ArtifactStorage,
 ) -> None:
     experiment_id = submit(tiny_spec())
     _running(session_factory, experiment_id)
     hooks = _hooks(experiment_id, session_factory, storage, poll_interval_s=3600.0)
 
     for step in range(1, 101):
-        hooks.metrics([MetricPoint(step, 1.0, "loss", 1.0 / step),
-                       MetricPoint(step, 1.0, "q", float("nan"))])
+        hooks.metrics(
+            [MetricPoint(step, 1.0, "loss", 1.0 / step), MetricPoint(step, 1.0, "q", float("nan"))]
+        )
         hooks.progress(step)
     hooks.flush()
 
     with session_factory() as session:
-        rows = session.scalars(select(MetricPointRow)
-                               .where(MetricPointRow.experiment_id == experiment_id)).all()
+        rows = session.scalars(
+            select(MetricPointRow).where(MetricPointRow.experiment_id == experiment_id)
+        ).all()
         assert len(rows) == 200
         # The first call flushed at once (nothing written yet), the other 199 calls in one batch.
         assert len(_events(session, experiment_id, EventKind.METRICS)) == 2
         experiment = session.get(Experiment, experiment_id)
         assert experiment is not None and experiment.step == 100
-        assert experiment.latest_metrics == {"loss": {"step": 100, "value": 0.01},
-                                             "q": {"step": 100, "value": None}}
+        assert experiment.latest_metrics == {
+            "loss": {"step": 100, "value": 0.01},
+            "q": {"step": 100, "value": None},
+        }
 
 
 def test_a_checkpoint_is_stored_atomically_hashed_and_pruned(
-    submit: Callable[..., str], tiny_spec: Callable[..., dict[str, Any]], session_factory: sessionmaker[Session], storage: ArtifactStorage
+    submit: Callable[..., str],
+    tiny_spec: Callable[..., dict[str, Any]],
+    session_factory: sessionmaker[Session],
+    storage: ArtifactStorage,
 ) -> None:
     experiment_id = submit(tiny_spec())
     _running(session_factory, experiment_id)
@@ -86,8 +106,11 @@ def test_a_checkpoint_is_stored_atomically_hashed_and_pruned(
         hooks.checkpoint(step, lambda path, data=data: path.write_bytes(data))
 
     with session_factory() as session:
-        rows = session.scalars(select(Checkpoint).where(Checkpoint.experiment_id == experiment_id)
-                               .order_by(Checkpoint.step)).all()
+        rows = session.scalars(
+            select(Checkpoint)
+            .where(Checkpoint.experiment_id == experiment_id)
+            .order_by(Checkpoint.step)
+        ).all()
         assert [r.step for r in rows] == [200, 300]
         for row in rows:
             path = storage.resolve(row.path)
@@ -100,7 +123,10 @@ def test_a_checkpoint_is_stored_atomically_hashed_and_pruned(
 
 
 def test_a_failing_checkpoint_writer_leaves_no_file_and_no_record(
-    submit: Callable[..., str], tiny_spec: Callable[..., dict[str, Any]], session_factory: sessionmaker[Session], storage: ArtifactStorage
+    submit: Callable[..., str],
+    tiny_spec: Callable[..., dict[str, Any]],
+    session_factory: sessionmaker[Session],
+    storage: ArtifactStorage,
 ) -> None:
     experiment_id = submit(tiny_spec())
     _running(session_factory, experiment_id)
@@ -115,12 +141,19 @@ def test_a_failing_checkpoint_writer_leaves_no_file_and_no_record(
 
     assert list(storage.checkpoint_dir(experiment_id).iterdir()) == []
     with session_factory() as session:
-        assert session.scalars(select(Checkpoint)
-                               .where(Checkpoint.experiment_id == experiment_id)).all() == []
+        assert (
+            session.scalars(
+                select(Checkpoint).where(Checkpoint.experiment_id == experiment_id)
+            ).all()
+            == []
+        )
 
 
 def test_should_stop_sees_a_cancel_within_the_poll_interval(
-    submit: Callable[..., str], tiny_spec: Callable[..., dict[str, Any]], session_factory: sessionmaker[Session], storage: ArtifactStorage
+    submit: Callable[..., str],
+    tiny_spec: Callable[..., dict[str, Any]],
+    session_factory: sessionmaker[Session],
+    storage: ArtifactStorage,
 ) -> None:
     experiment_id = submit(tiny_spec())
     _running(session_factory, experiment_id)
@@ -137,13 +170,17 @@ def test_should_stop_sees_a_cancel_within_the_poll_interval(
 
 
 def test_should_stop_on_worker_shutdown_and_on_the_time_limit(
-    submit: Callable[..., str], tiny_spec: Callable[..., dict[str, Any]], session_factory: sessionmaker[Session], storage: ArtifactStorage
+    submit: Callable[..., str],
+    tiny_spec: Callable[..., dict[str, Any]],
+    session_factory: sessionmaker[Session],
+    storage: ArtifactStorage,
 ) -> None:
     experiment_id = submit(tiny_spec())
     _running(session_factory, experiment_id)
     shutting_down = False
-    hooks = _hooks(experiment_id, session_factory, storage,
-                   shutdown_requested=lambda: shutting_down)
+    hooks = _hooks(
+        experiment_id, session_factory, storage, shutdown_requested=lambda: shutting_down
+    )
     expired = _hooks(experiment_id, session_factory, storage, time_limit_s=0.0)
 
     assert hooks.should_stop() is False
@@ -155,7 +192,10 @@ def test_should_stop_on_worker_shutdown_and_on_the_time_limit(
 
 
 def test_log_lines_become_events(
-    submit: Callable[..., str], tiny_spec: Callable[..., dict[str, Any]], session_factory: sessionmaker[Session], storage: ArtifactStorage
+    submit: Callable[..., str],
+    tiny_spec: Callable[..., dict[str, Any]],
+    session_factory: sessionmaker[Session],
+    storage: ArtifactStorage,
 ) -> None:
     experiment_id = submit(tiny_spec())
     _running(session_factory, experiment_id)

@@ -20,7 +20,7 @@ from core.storage import ArtifactStorage
 from workers.orchestration import Outcome, RunLimits, run_experiment
 
 S = ExperimentStatus
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 
 def _experiment(session_factory: sessionmaker[Session], experiment_id: str) -> Experiment:
@@ -32,25 +32,35 @@ def _experiment(session_factory: sessionmaker[Session], experiment_id: str) -> E
 
 def _timeline(session_factory: sessionmaker[Session], experiment_id: str) -> list[tuple[Any, Any]]:
     with session_factory() as session:
-        rows = session.scalars(select(StatusTransition)
-                               .where(StatusTransition.experiment_id == experiment_id)
-                               .order_by(StatusTransition.id)).all()
+        rows = session.scalars(
+            select(StatusTransition)
+            .where(StatusTransition.experiment_id == experiment_id)
+            .order_by(StatusTransition.id)
+        ).all()
         return [(r.from_status, r.to_status) for r in rows]
 
 
-def _metric_keys(session_factory: sessionmaker[Session], experiment_id: str) -> list[tuple[int, str]]:
+def _metric_keys(
+    session_factory: sessionmaker[Session], experiment_id: str
+) -> list[tuple[int, str]]:
     with session_factory() as session:
-        rows = session.scalars(select(MetricPointRow)
-                               .where(MetricPointRow.experiment_id == experiment_id)
-                               .order_by(MetricPointRow.step, MetricPointRow.name)).all()
+        rows = session.scalars(
+            select(MetricPointRow)
+            .where(MetricPointRow.experiment_id == experiment_id)
+            .order_by(MetricPointRow.step, MetricPointRow.name)
+        ).all()
         return [(r.step, r.name) for r in rows]
 
 
 def _checkpoint_steps(session_factory: sessionmaker[Session], experiment_id: str) -> list[int]:
     with session_factory() as session:
-        return list(session.scalars(select(Checkpoint.step)
-                                    .where(Checkpoint.experiment_id == experiment_id)
-                                    .order_by(Checkpoint.step)))
+        return list(
+            session.scalars(
+                select(Checkpoint.step)
+                .where(Checkpoint.experiment_id == experiment_id)
+                .order_by(Checkpoint.step)
+            )
+        )
 
 
 def _in_thread(target: Callable[[], Outcome]) -> tuple[threading.Thread, list[Outcome]]:
@@ -68,9 +78,11 @@ def _wait_for_step(session_factory: sessionmaker[Session], experiment_id: str, s
 
 
 def test_a_run_succeeds_and_records_metrics_and_checkpoints(
-    submit: Callable[..., str], tiny_spec: Callable[..., dict[str, Any]],
+    submit: Callable[..., str],
+    tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage, limits: RunLimits,
+    storage: ArtifactStorage,
+    limits: RunLimits,
 ) -> None:
     experiment_id = submit(tiny_spec(total_steps=400))
 
@@ -82,7 +94,10 @@ def test_a_run_succeeds_and_records_metrics_and_checkpoints(
     assert row.step == 400 and row.attempts == 1
     assert row.started_at is not None and row.finished_at is not None
     assert _timeline(session_factory, experiment_id) == [
-        (None, S.QUEUED), (S.QUEUED, S.RUNNING), (S.RUNNING, S.SUCCEEDED)]
+        (None, S.QUEUED),
+        (S.QUEUED, S.RUNNING),
+        (S.RUNNING, S.SUCCEEDED),
+    ]
     keys = _metric_keys(session_factory, experiment_id)
     assert keys and len(keys) == len(set(keys))
     assert "eval/episode_return" in row.latest_metrics
@@ -90,9 +105,11 @@ def test_a_run_succeeds_and_records_metrics_and_checkpoints(
 
 
 def test_a_cancelled_queued_experiment_never_starts(
-    submit: Callable[..., str], tiny_spec: Callable[..., dict[str, Any]],
+    submit: Callable[..., str],
+    tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage, limits: RunLimits,
+    storage: ArtifactStorage,
+    limits: RunLimits,
 ) -> None:
     experiment_id = submit(tiny_spec())
     with session_factory() as session:
@@ -107,13 +124,16 @@ def test_a_cancelled_queued_experiment_never_starts(
 
 
 def test_cancelling_a_running_experiment_checkpoints_and_stops(
-    submit: Callable[..., str], tiny_spec: Callable[..., dict[str, Any]],
+    submit: Callable[..., str],
+    tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage, limits: RunLimits,
+    storage: ArtifactStorage,
+    limits: RunLimits,
 ) -> None:
     experiment_id = submit(tiny_spec(total_steps=100_000))
     thread, result = _in_thread(
-        lambda: run_experiment(experiment_id, session_factory, storage, limits))
+        lambda: run_experiment(experiment_id, session_factory, storage, limits)
+    )
     _wait_for_step(session_factory, experiment_id, 200)
 
     with session_factory() as session:
@@ -126,18 +146,25 @@ def test_cancelling_a_running_experiment_checkpoints_and_stops(
     assert row.step < 100_000
     assert _checkpoint_steps(session_factory, experiment_id)[-1] == row.step
     assert _timeline(session_factory, experiment_id)[-2:] == [
-        (S.RUNNING, S.CANCELLING), (S.CANCELLING, S.CANCELLED)]
+        (S.RUNNING, S.CANCELLING),
+        (S.CANCELLING, S.CANCELLED),
+    ]
 
 
 def test_a_worker_shutdown_requeues_and_the_next_run_resumes_on_the_same_steps(
-    submit: Callable[..., str], tiny_spec: Callable[..., dict[str, Any]],
+    submit: Callable[..., str],
+    tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage, limits: RunLimits,
+    storage: ArtifactStorage,
+    limits: RunLimits,
 ) -> None:
     experiment_id = submit(tiny_spec(total_steps=800))
     shutting_down = threading.Event()
-    thread, result = _in_thread(lambda: run_experiment(
-        experiment_id, session_factory, storage, limits, shutting_down.is_set))
+    thread, result = _in_thread(
+        lambda: run_experiment(
+            experiment_id, session_factory, storage, limits, shutting_down.is_set
+        )
+    )
     _wait_for_step(session_factory, experiment_id, 200)
     shutting_down.set()
     thread.join(timeout=120)
@@ -159,9 +186,11 @@ def test_a_worker_shutdown_requeues_and_the_next_run_resumes_on_the_same_steps(
 
 
 def test_a_run_that_raises_fails_with_the_message(
-    submit: Callable[..., str], tiny_spec: Callable[..., dict[str, Any]],
+    submit: Callable[..., str],
+    tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage, limits: RunLimits,
+    storage: ArtifactStorage,
+    limits: RunLimits,
 ) -> None:
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
@@ -178,9 +207,11 @@ def test_a_run_that_raises_fails_with_the_message(
 
 
 def test_a_job_for_a_live_running_experiment_is_dropped_but_a_stale_one_is_taken_over(
-    submit: Callable[..., str], tiny_spec: Callable[..., dict[str, Any]],
+    submit: Callable[..., str],
+    tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage, limits: RunLimits,
+    storage: ArtifactStorage,
+    limits: RunLimits,
 ) -> None:
     experiment_id = submit(tiny_spec(total_steps=200))
     with session_factory() as session:
@@ -192,8 +223,9 @@ def test_a_job_for_a_live_running_experiment_is_dropped_but_a_stale_one_is_taken
 
     with session_factory() as session:
         long_ago = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
-        session.execute(update(Experiment).where(Experiment.id == experiment_id)
-                        .values(updated_at=long_ago))
+        session.execute(
+            update(Experiment).where(Experiment.id == experiment_id).values(updated_at=long_ago)
+        )
         session.commit()
     run_experiment(experiment_id, session_factory, storage, limits)
 
@@ -204,5 +236,7 @@ def test_a_job_for_a_live_running_experiment_is_dropped_but_a_stale_one_is_taken
 def test_an_unknown_experiment_id_is_dropped(
     session_factory: sessionmaker[Session], storage: ArtifactStorage, limits: RunLimits
 ) -> None:
-    assert run_experiment("01JAAAAAAAAAAAAAAAAAAAAAAA", session_factory, storage,
-                          limits) == Outcome.DONE
+    assert (
+        run_experiment("01JAAAAAAAAAAAAAAAAAAAAAAA", session_factory, storage, limits)
+        == Outcome.DONE
+    )

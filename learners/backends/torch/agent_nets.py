@@ -125,19 +125,42 @@ class AgentMLP(nn.Module):
             return x
         return torch.cat([x, agent_ids(x, self.num_agents)], dim=-1)
 
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """The first hidden layer (agent ids appended first when parameters are shared)."""
+        return self.act(self.layers[0](self._with_ids(x)))
+
+    def recur(
+        self, y: torch.Tensor, h: torch.Tensor, starts: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run the GRU over ``y`` (L, B, N, H0) from ``h`` (B, N, H). ``starts`` (L, B) is 1 where
+        an episode starts at that step: the state is zeroed before it. Returns the states after
+        and before every step, (L, B, N, H) each."""
+        assert self.gru is not None
+        gates = self.gru.input(y)  # every step's input gates in one batched call
+        before, after = [], []
+        for t in range(y.shape[0]):
+            if starts is not None:
+                h = h * (1.0 - starts[t])[:, None, None]
+            before.append(h)
+            h = self.gru(gates[t], h)
+            after.append(h)
+        return torch.stack(after), torch.stack(before)
+
+    def decode(self, y: torch.Tensor) -> torch.Tensor:
+        """The layers after the first (or after the GRU) and the output head."""
+        for layer in self.layers[1:]:
+            y = self.act(layer(y))
+        return self.head(y)
+
     def forward(
         self, x: torch.Tensor, h: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        y = self.act(self.layers[0](self._with_ids(x)))
-        if self.gru is not None:
-            if h is None:
-                raise ValueError("a recurrent network needs its hidden state")
-            gates = self.gru.input(y)  # every step's input gates in one batched call
-            outputs = []
-            for t in range(x.shape[0]):
-                h = self.gru(gates[t], h)
-                outputs.append(h)
-            y = torch.stack(outputs)
-        for layer in self.layers[1:]:
-            y = self.act(layer(y))
-        return self.head(y), h
+        """Feed-forward: ``x`` (..., N, in). Recurrent: ``x`` (L, B, N, in) from ``h`` (B, N, H);
+        returns the outputs and the state after the last step."""
+        y = self.encode(x)
+        if self.gru is None:
+            return self.decode(y), None
+        if h is None:
+            raise ValueError("a recurrent network needs its hidden state")
+        after, _ = self.recur(y, h)
+        return self.decode(after), after[-1]

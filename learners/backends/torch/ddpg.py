@@ -6,8 +6,9 @@ the replay buffer unchanged (N = 1 for Gymnasium). The TD target is computed und
 the target networks and passes through ``td_target``'s stop-gradient as well: the critic is never
 trained through its own target (seeds defect 8).
 
-``_policy`` and ``_q`` are the two places MADDPG differs (agent ids, a centralised critic); it
-subclasses this class and keeps everything else: the update, exploration, soft updates and state.
+``_build_networks``, ``_policy``, ``_q`` and ``_batch_actions`` are where MADDPG differs (agent
+ids, a centralised critic, discrete actions); it subclasses this class and keeps everything else:
+the update, the losses, soft updates and state.
 """
 
 from __future__ import annotations
@@ -19,9 +20,16 @@ from typing import Any
 import numpy as np
 import torch
 from numpy.typing import NDArray
+from torch import nn
 
 from learners import rng as rngs
-from learners.algorithms.ddpg import DDPGConfig, DDPGStats, actor_loss, critic_loss, explore
+from learners.algorithms.ddpg import (
+    DDPGConfig,
+    DDPGStats,
+    actor_loss,
+    critic_loss,
+    gaussian_exploration,
+)
 from learners.backends.torch.networks import (
     MLP,
     gradient_step,
@@ -48,8 +56,7 @@ class TorchDDPG:
     networks = ("actor", "critic", "target_actor", "target_critic")
 
     def __init__(self, config: DDPGConfig, info: EnvInfo, device: str, seed: int) -> None:
-        if info.action_kind != "continuous":
-            raise ValueError(f"{type(self).__name__} needs continuous actions, not {info.action_kind}")
+        self._check_info(info)
         self.config = config
         self.info = info
         self.device = torch.device(device)
@@ -67,7 +74,11 @@ class TorchDDPG:
         self.rng = rngs.generator(seed, "exploration")
         self.updates = 0
 
-    def _build_networks(self) -> tuple[MLP, MLP]:
+    def _check_info(self, info: EnvInfo) -> None:
+        if info.action_kind != "continuous":
+            raise ValueError(f"{type(self).__name__} needs continuous actions, not {info.action_kind}")
+
+    def _build_networks(self) -> tuple[nn.Module, nn.Module]:
         info, hidden = self.info, self.config.hidden_sizes
         actor = MLP(
             info.obs_dim, hidden, info.action_dim, tanh_output=True, output_scale=OUTPUT_INIT_SCALE
@@ -75,9 +86,12 @@ class TorchDDPG:
         critic = MLP(info.obs_dim + info.action_dim, hidden, 1, output_scale=OUTPUT_INIT_SCALE)
         return actor, critic
 
-    # -- the two pieces MADDPG overrides -------------------------------------------------------
-    def _policy(self, obs: torch.Tensor, *, target: bool = False) -> torch.Tensor:
-        """Actions (B, N, action_dim) for observations (B, N, obs_dim)."""
+    # -- the pieces MADDPG overrides -----------------------------------------------------------
+    def _policy(
+        self, obs: torch.Tensor, avail: torch.Tensor, *, target: bool = False
+    ) -> torch.Tensor:
+        """Actions (B, N, action_dim) as the critic takes them, for observations (B, N, obs_dim)
+        (``avail``: the available discrete actions, unused for continuous ones)."""
         actor = self.target_actor if target else self.actor
         return actor(obs)
 
@@ -96,21 +110,21 @@ class TorchDDPG:
 
     def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
         with torch.no_grad():
-            actions = self._policy(self._tensor(observation.obs)).cpu().numpy()
+            obs, avail = self._tensor(observation.obs), self._tensor(observation.avail_actions)
+            actions = self._policy(obs, avail).cpu().numpy()
         if explore:
-            return self._explore(actions)
+            return gaussian_exploration(actions, self.config.exploration_noise, self.rng)
         return actions
-
-    def _explore(self, actions: NDArray[Any]) -> NDArray[Any]:
-        return explore(actions, self.config.exploration_noise, self.rng)
 
     def update(self, batch: ReplayBatch) -> DDPGStats:
         ops, cfg = self.ops, self.config
         obs, next_obs = self._tensor(batch.obs), self._tensor(batch.next_obs)
+        avail, next_avail = self._tensor(batch.avail_actions), self._tensor(batch.next_avail_actions)
         rewards, mask = self._tensor(batch.rewards), self._tensor(batch.agent_mask)
         terminated = self._tensor(batch.terminated)[:, None]
         with torch.no_grad():
-            q_next = self._q(next_obs, self._policy(next_obs, target=True), target=True)
+            next_actions = self._policy(next_obs, next_avail, target=True)
+            q_next = self._q(next_obs, next_actions, target=True)
         target = td_target(ops, rewards, q_next, terminated, cfg.gamma)
 
         q = self._q(obs, self._batch_actions(batch))
@@ -118,7 +132,7 @@ class TorchDDPG:
         norm_critic = gradient_step(
             ops, loss_critic, self.critic_optimizer, self.critic_params, cfg.max_grad_norm
         )
-        loss_actor = actor_loss(ops, self._q(obs, self._policy(obs)), mask)
+        loss_actor = actor_loss(ops, self._q(obs, self._policy(obs, avail)), mask)
         norm_actor = gradient_step(
             ops, loss_actor, self.actor_optimizer, self.actor_params, cfg.max_grad_norm
         )

@@ -55,6 +55,18 @@ class MLP(nn.Module):
         return self.layers(x)
 
 
+class PerAgentMLP(nn.Module):
+    """One ``MLP`` per agent (``agents.<i>.layers...``): (B, N, in) -> (B, N, out), agent ``i``'s
+    rows through network ``i``. For learners whose agents do not share parameters."""
+
+    def __init__(self, num_agents: int, in_dim: int, hidden_sizes: Sequence[int], out_dim: int, **kwargs: Any) -> None:
+        super().__init__()
+        self.agents = nn.ModuleList(MLP(in_dim, hidden_sizes, out_dim, **kwargs) for _ in range(num_agents))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.stack([net(x[:, i]) for i, net in enumerate(self.agents)], dim=1)
+
+
 def soft_update(target: nn.Module, live: nn.Module, tau: float) -> None:
     """target <- target + tau * (live - target), i.e. tau * live + (1 - tau) * target."""
     with torch.no_grad():

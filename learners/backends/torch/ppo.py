@@ -37,8 +37,8 @@ from learners.functional.gradients import clip_by_global_norm
 from learners.functional.losses import PPOLoss, entropy_bonus, policy_loss, ppo_loss, value_loss
 from learners.functional.normalizer import ValueNormalizer
 
-Memory = tuple[torch.Tensor, torch.Tensor] | None
-"""The actor's and critic's GRU states, (E, N, H) each; None for feed-forward networks."""
+Memory = torch.Tensor | None
+"""The actor's GRU state of the training copies, (E, N, H); None for feed-forward policies."""
 
 
 class Actor(AgentMLP):
@@ -99,7 +99,9 @@ class TorchPPO:
         # One Adam per network with the same settings is the same as one over both (Adam is
         # per-parameter); it keeps each network's moments under its own checkpoint names.
         self.optimizers = {
-            name: torch.optim.Adam(net.parameters(), lr=config.learning_rate, eps=1e-5)
+            name: torch.optim.Adam(
+                net.parameters(), lr=config.learning_rate, eps=1e-5, foreach=True
+            )
             for name, net in self.nets.items()
         }
         self.params = [p for net in self.nets.values() for p in net.parameters()]
@@ -109,22 +111,24 @@ class TorchPPO:
         self.updates = 0
         self.learning_rate = config.learning_rate
         self._act_memory: Memory = None
+        # The critic's GRU state at the start of the next rollout (None: zeros).
+        self._critic_start: Memory = None
 
     # -- acting -------------------------------------------------------------------------------
 
     def initial_memory(self, num_envs: int) -> Memory:
-        """Zero GRU states for ``num_envs`` copies (None for feed-forward networks)."""
+        """The actor's state for ``num_envs`` copies starting new episodes (the critic's too)."""
+        self._critic_start = None
         if not self.config.recurrent:
             return None
         shape = (num_envs, self.info.num_agents, self.config.rnn_hidden_size)
-        return torch.zeros(shape, device=self.device), torch.zeros(shape, device=self.device)
+        return torch.zeros(shape, device=self.device)
 
     def reset_memory(self, memory: Memory, ended: NDArray[np.bool_]) -> Memory:
         """``memory`` with the copies whose episode ended set back to zero."""
         if memory is None or not ended.any():
             return memory
-        keep = self.ops.asarray(~ended).to(torch.float32)[:, None, None]
-        return memory[0] * keep, memory[1] * keep
+        return memory * self._tensor(~ended).to(memory.dtype)[:, None, None]
 
     def _tensor(self, x: NDArray[Any]) -> torch.Tensor:
         return torch.as_tensor(x, device=self.device)
@@ -134,20 +138,19 @@ class TorchPPO:
             return obs
         return state.unsqueeze(-2).expand(*state.shape[:-1], self.info.num_agents, state.shape[-1])
 
-    def _forward_step(self, net: AgentMLP, x: torch.Tensor, h: torch.Tensor | None):
-        """One step of ``net`` on (E, N, in); recurrent nets take and return (E, N, H)."""
+    def _actor_step(self, obs: torch.Tensor, h: Memory) -> tuple[torch.Tensor, Memory]:
+        """The actor's output for one step of (E, N, obs); recurrent: and its next state."""
         if h is None:
-            return net(x)[0], None
-        out, h_next = net(x.unsqueeze(0), h)
+            return self.actor(obs)[0], None
+        out, h_next = self.actor(obs.unsqueeze(0), h)
         return out[0], h_next
 
     def _sample(self, out: torch.Tensor, avail: torch.Tensor, explore: bool) -> torch.Tensor:
         if self.discrete:
             logits = dist.masked_logits(self.ops, out, avail)
             if explore:  # Gumbel-max: argmax(logits + Gumbel noise) is a categorical sample
-                logits = logits + self._tensor(
-                    self.exploration.gumbel(size=out.shape).astype(np.float32)
-                )
+                gumbel = self.exploration.gumbel(size=out.shape).astype(np.float32)
+                logits = logits + self._tensor(gumbel)
             return torch.argmax(logits, dim=-1)
         if not explore:
             return out
@@ -174,55 +177,67 @@ class TorchPPO:
             return actions.cpu().numpy()
         return torch.clamp(actions, -1.0, 1.0).cpu().numpy()
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def rollout_step(self, observation: Observation, memory: Memory) -> tuple[RolloutStep, Memory]:
-        """Sample actions for every copy and agent, with their log-probabilities and values."""
-        obs, state = self._tensor(observation.obs), self._tensor(observation.state)
+        """Sample actions for every copy and agent with their log-probabilities (one forward
+        pass); the critic values the rollout afterwards, in ``update``."""
         avail = self._tensor(observation.avail_actions)
-        h_actor, h_critic = memory if memory is not None else (None, None)
-        out, h_actor_next = self._forward_step(self.actor, obs, h_actor)
-        values, h_critic_next = self._forward_step(
-            self.critic, self._critic_input(obs, state), h_critic
-        )
+        out, memory_next = self._actor_step(self._tensor(observation.obs), memory)
         actions = self._sample(out, avail, explore=True)
         step = RolloutStep(
             actions=actions.cpu().numpy(),
             env_actions=self._env_actions(actions),
             log_prob=self._log_prob(out, actions, avail).cpu().numpy(),
-            values=values[..., 0].cpu().numpy(),
-            hidden=None if memory is None else (memory[0].cpu().numpy(), memory[1].cpu().numpy()),
+            hidden=None if memory is None else memory.cpu().numpy(),
         )
-        next_memory = None if memory is None else (h_actor_next, h_critic_next)
-        return step, next_memory
+        return step, memory_next
 
-    @torch.no_grad()
-    def values(self, obs: NDArray[Any], state: NDArray[Any], memory: Memory) -> NDArray[np.float32]:
-        """The critic's raw values (E, N) of an observation, given the GRU state before it."""
-        critic_in = self._critic_input(self._tensor(obs), self._tensor(state))
-        values, _ = self._forward_step(
-            self.critic, critic_in, None if memory is None else memory[1]
-        )
-        return values[..., 0].cpu().numpy()
-
-    @torch.no_grad()
+    @torch.inference_mode()
     def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
         """Actions for a batched observation (evaluation, replays); a recurrent policy carries its
         own GRU state between calls (``end_episodes`` clears it)."""
         num_envs = observation.obs.shape[0]
         if self.config.recurrent and (
-            self._act_memory is None or self._act_memory[0].shape[0] != num_envs
+            self._act_memory is None or self._act_memory.shape[0] != num_envs
         ):
-            self._act_memory = self.initial_memory(num_envs)
-        h = None if self._act_memory is None else self._act_memory[0]
-        out, h_next = self._forward_step(self.actor, self._tensor(observation.obs), h)
-        if self._act_memory is not None and h_next is not None:
-            self._act_memory = (h_next, self._act_memory[1])
-        actions = self._sample(out, self._tensor(observation.avail_actions), explore)
-        return self._env_actions(actions)
+            self._act_memory = torch.zeros(
+                (num_envs, self.info.num_agents, self.config.rnn_hidden_size), device=self.device
+            )
+        out, self._act_memory = self._actor_step(self._tensor(observation.obs), self._act_memory)
+        return self._env_actions(
+            self._sample(out, self._tensor(observation.avail_actions), explore)
+        )
 
     def end_episodes(self, ended: NDArray[np.bool_]) -> None:
         """Forget ``act``'s GRU state for the copies whose episode ended."""
         self._act_memory = self.reset_memory(self._act_memory, ended)
+
+    @torch.inference_mode()
+    def _value_pass(self, buffer: RolloutBuffer) -> None:
+        """Value every observation of the rollout (each step's, each ended episode's final one,
+        and the one after the last step) in one batched pass, and store them in ``buffer``."""
+        critic, t = self.critic, self._tensor
+        inputs = self._critic_input(t(buffer.obs), t(buffer.state))
+        final_inputs = self._critic_input(t(buffer.final_obs), t(buffer.final_state))
+        last_inputs = self._critic_input(t(buffer.last_obs), t(buffer.last_state))
+        if critic.gru is None:
+            values, final, last = (critic(x)[0] for x in (inputs, final_inputs, last_inputs))
+        else:
+            ended = t(buffer.episode_end).to(torch.float32)
+            starts = torch.cat([torch.zeros_like(ended[:1]), ended[:-1]])
+            h = self._critic_start
+            if h is None or h.shape[0] != buffer.info.num_envs:
+                h = torch.zeros((*inputs.shape[1:-1], critic.gru.hidden_size), device=self.device)
+            after, before = critic.recur(critic.encode(inputs), h, starts)
+            values = critic.decode(after)
+            # The final observation follows the state after its step; the next rollout starts
+            # from the state after the last step, reset where that step ended an episode.
+            final = critic.decode(critic.gru(critic.gru.input(critic.encode(final_inputs)), after))
+            self._critic_start = after[-1] * (1.0 - ended[-1])[:, None, None]
+            last_x = critic.gru.input(critic.encode(last_inputs))
+            last = critic.decode(critic.gru(last_x, self._critic_start))
+            buffer.critic_hidden[...] = before.cpu().numpy()
+        buffer.set_values(*(v[..., 0].cpu().numpy() for v in (values, final, last)))
 
     # -- learning -----------------------------------------------------------------------------
 
@@ -236,6 +251,7 @@ class TorchPPO:
 
     def update(self, buffer: RolloutBuffer) -> PPOStats:
         """``epochs`` passes of minibatch PPO over the rollout in ``buffer``."""
+        self._value_pass(buffer)
         targets = rollout_targets(self.config, buffer, self.normalizer)
         data = self._rollout_tensors(buffer, targets.advantages, targets.returns)
         totals: dict[str, float] = {}
@@ -287,8 +303,9 @@ class TorchPPO:
             seq["mask"] = seq["mask"] * self._tensor(chunks.filled.T)[..., None]
             rows, axis = len(chunks.env), 1
         else:
-            seq = {k: self._tensor(v.reshape(-1, *v.shape[2:])) for k, v in data.items()}
-            hidden, rows, axis = {}, buffer.length * buffer.info.num_envs, 0
+            rows = buffer.length * buffer.info.num_envs
+            seq = {k: self._tensor(v.reshape(rows, *v.shape[2:])) for k, v in data.items()}
+            hidden, axis = {}, 0
         for _ in range(cfg.epochs):
             order = self.minibatch_rng.permutation(rows)
             for part in np.array_split(order, min(cfg.minibatches, rows)):
@@ -348,7 +365,7 @@ class TorchPPO:
     def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
         """Restore ``state()``'s tensors (only the actor's with ``policy_only``)."""
         load_module("actor", self.actor, tensors)
-        self._act_memory = None
+        self._act_memory = self._critic_start = None
         if policy_only:
             return
         load_module("critic", self.critic, tensors)

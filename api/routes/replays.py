@@ -1,0 +1,63 @@
+"""``.../checkpoints/{checkpoint_id}/replay.gif``: one evaluation episode of a checkpoint, animated."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import FileResponse
+from starlette.concurrency import run_in_threadpool
+
+from api.deps import ExperimentId, ServicesDep
+from api.errors import ApiError, error_responses
+from api.replays import ReplayError, ReplayRenderer
+from core.models import Checkpoint
+from core.repositories import CheckpointRepository
+
+router = APIRouter(prefix="/v1/experiments", tags=["artifacts"])
+
+
+def _renderer(request: Request) -> ReplayRenderer:
+    # One per process, made on first use: renders are shared by every request of the process.
+    state = request.app.state
+    renderer: ReplayRenderer | None = getattr(state, "replay_renderer", None)
+    if renderer is None:
+        renderer = ReplayRenderer(state.services.storage)
+        state.replay_renderer = renderer
+    return renderer
+
+
+def _checkpoint(services: ServicesDep, experiment_id: str, checkpoint_id: str) -> Checkpoint:
+    with services.session_factory() as session:
+        row = CheckpointRepository(session).get(experiment_id, checkpoint_id)
+    if row is None:
+        raise ApiError(404, "not_found", f"no checkpoint {checkpoint_id!r} in {experiment_id}")
+    if not services.storage.resolve(row.path).is_file():
+        raise ApiError(404, "file_missing", f"the file of checkpoint {checkpoint_id} is missing")
+    return row
+
+
+@router.get(
+    "/{experiment_id}/checkpoints/{checkpoint_id}/replay.gif",
+    response_class=FileResponse,
+    summary="Replay a checkpoint",
+    description="An animated GIF of one evaluation episode (the first episode every evaluation "
+    "of the run plays) with the checkpoint's greedy policy, rendered headless by the env's own "
+    "`rgb_array` renderer. The first request renders it (seconds); later ones are served from "
+    "the artifact storage.",
+    responses={
+        200: {"content": {"image/gif": {}}, "description": "The GIF."},
+        **error_responses(404),
+        500: {"description": "The renderer failed; `error.message` says why."},
+        504: {"description": "Rendering took too long."},
+    },
+)
+async def replay_gif(
+    experiment_id: ExperimentId, checkpoint_id: str, request: Request, services: ServicesDep
+) -> FileResponse:
+    row = await run_in_threadpool(_checkpoint, services, experiment_id, checkpoint_id)
+    try:
+        path = await _renderer(request).gif(row)
+    except ReplayError as exc:
+        status, code = (504, "replay_timeout") if exc.timed_out else (500, "replay_failed")
+        raise ApiError(status, code, f"could not render the replay of checkpoint "
+                       f"{checkpoint_id}: {exc}") from None
+    return FileResponse(path, media_type="image/gif", headers={"cache-control": "no-cache"})

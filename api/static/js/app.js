@@ -1,0 +1,52 @@
+// The dashboard's router: one page module per hash route, each returning a cleanup function that
+// stops its timers and streams when the page is left.
+//   #/            runs table          #/runs/<id>   one run
+//   #/compare     compare runs        #/new         new run form
+
+import * as compare from "./compare.js";
+import * as newRun from "./new.js";
+import * as run from "./run.js";
+import * as runs from "./runs.js";
+import { fill, h, route } from "./util.js";
+
+const root = document.getElementById("app");
+let cleanup = () => {};
+let generation = 0;
+
+function page(path) {
+  const match = path.match(/^\/runs\/([0-9A-Z]{26})$/);
+  if (match) return { nav: "runs", title: "Run", mount: (r, p) => run.mount(r, p, match[1]) };
+  if (path === "/compare") return { nav: "compare", title: "Compare", mount: compare.mount };
+  if (path === "/new") return { nav: "new", title: "New run", mount: newRun.mount };
+  if (path === "/" || path === "") return { nav: "runs", title: "Runs", mount: runs.mount };
+  return null;
+}
+
+async function show() {
+  const mine = ++generation;
+  cleanup();
+  cleanup = () => {};
+  const { path, params } = route();
+  const target = page(path);
+  document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("active", target && a.dataset.nav === target.nav));
+  if (!target) {
+    fill(root, h("div", { class: "card" }, "No such page. ", h("a", { href: "#/" }, "Back to the runs.")));
+    return;
+  }
+  document.title = `${target.title} · MARLForge`;
+  // Each visit draws into its own container, so a slow page that finishes loading after the user
+  // has moved on draws nowhere visible.
+  const container = h("div", { "data-page": target.nav }, h("p", { class: "muted" }, "Loading…"));
+  fill(root, container);
+  try {
+    const stop = await target.mount(container, params);
+    // A newer navigation happened while this page was loading: stop what it started.
+    if (mine !== generation) stop();
+    else cleanup = stop;
+  } catch (e) {
+    fill(container, h("div", { class: "card errors" }, `Could not load this page: ${e.message}`));
+  }
+}
+
+window.addEventListener("hashchange", show);
+show();

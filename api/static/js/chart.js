@@ -1,0 +1,198 @@
+// A small SVG line chart of our own: several series on shared axes, gaps for missing values, a
+// hover read-out, live appends. No charting library: this is all the dashboard needs, it works
+// offline, and SVG scales crisply from a phone to a laptop.
+
+import { h, num } from "./util.js";
+
+const SVG = "http://www.w3.org/2000/svg";
+export const PALETTE = ["#2f6fde", "#e4572e", "#17a398", "#f3a712", "#8e44ad", "#5c6b7a",
+                        "#d81b60", "#2e7d32"];
+const MARGIN = { left: 56, right: 14, top: 10, bottom: 26 };
+const MAX_LIVE_POINTS = 5000;
+
+function svg(tag, attrs = {}) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs)) el.setAttribute(key, String(value));
+  return el;
+}
+
+/** About `count` round tick values covering [lo, hi]. */
+export function ticks(lo, hi, count = 5) {
+  if (!(hi > lo)) return [lo];
+  const raw = (hi - lo) / count;
+  const magnitude = 10 ** Math.floor(Math.log10(raw));
+  const norm = raw / magnitude;
+  const step = (norm < 1.5 ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10) * magnitude;
+  const out = [];
+  for (let t = Math.ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) out.push(+t.toPrecision(12));
+  return out;
+}
+
+/** Keep each bucket's lowest and highest point (the server does the same for long series). */
+function shrink(points, target) {
+  const buckets = Math.floor(target / 2);
+  const out = [points[0]];
+  for (let b = 0; b < buckets; b++) {
+    const start = 1 + Math.floor((b * (points.length - 2)) / buckets);
+    const end = 1 + Math.floor(((b + 1) * (points.length - 2)) / buckets);
+    let lo = null, hi = null;
+    for (let i = start; i < end; i++) {
+      const v = points[i][1];
+      if (v === null) continue;
+      if (lo === null || v < points[lo][1]) lo = i;
+      if (hi === null || v > points[hi][1]) hi = i;
+    }
+    for (const i of [...new Set([lo, hi])].filter((x) => x !== null).sort((a, b) => a - b)) out.push(points[i]);
+  }
+  out.push(points[points.length - 1]);
+  return out;
+}
+
+export class LineChart {
+  /** @param {{title: string, id?: string}} options */
+  constructor({ title, id }) {
+    this.series = new Map(); // key -> {label, color, points: [[step, value]]}
+    this.svg = svg("svg", { role: "img", "aria-label": title });
+    this.tip = h("div", { class: "tip", hidden: true });
+    this.legend = h("div", { class: "legend" });
+    this.el = h("div", { class: "card chart", "data-chart": id || title, "data-points": 0 },
+                h("h2", {}, title), this.svg, this.tip, this.legend);
+    this.svg.addEventListener("mousemove", (e) => this.hover(e));
+    this.svg.addEventListener("mouseleave", () => { this.tip.hidden = true; this.cursor?.remove(); });
+    this.pending = false;
+    this.observer = new ResizeObserver(() => this.schedule());
+    this.observer.observe(this.el);
+  }
+
+  /** Replace all series: [{key, label, color?, steps, values}]. */
+  set(list) {
+    this.series.clear();
+    list.forEach((s, i) => this.series.set(s.key, {
+      label: s.label, color: s.color || PALETTE[i % PALETTE.length],
+      points: s.steps.map((step, k) => [step, s.values[k]]),
+    }));
+    this.schedule();
+  }
+
+  /** Add one point to series `key` (created if new); a point at a known step replaces it. */
+  add(key, label, step, value) {
+    let s = this.series.get(key);
+    if (!s) {
+      s = { label, color: PALETTE[this.series.size % PALETTE.length], points: [] };
+      this.series.set(key, s);
+    }
+    const pts = s.points;
+    if (!pts.length || pts[pts.length - 1][0] < step) pts.push([step, value]);
+    else {
+      const at = pts.findIndex((p) => p[0] >= step);
+      if (pts[at][0] === step) pts[at] = [step, value];
+      else pts.splice(at, 0, [step, value]);
+    }
+    if (pts.length > MAX_LIVE_POINTS) s.points = shrink(pts, MAX_LIVE_POINTS / 2);
+    this.schedule();
+  }
+
+  get pointCount() {
+    let n = 0;
+    for (const s of this.series.values()) n += s.points.length;
+    return n;
+  }
+
+  schedule() {
+    if (this.pending) return;
+    this.pending = true;
+    requestAnimationFrame(() => { this.pending = false; this.render(); });
+  }
+
+  destroy() { this.observer.disconnect(); }
+
+  domain() {
+    let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+    for (const s of this.series.values()) {
+      for (const [x, y] of s.points) {
+        if (y === null || !Number.isFinite(y)) continue;
+        x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y);
+      }
+    }
+    if (x0 === Infinity) return null;
+    if (x1 === x0) x1 = x0 + 1;
+    const pad = (y1 - y0) * 0.05 || Math.abs(y0) * 0.05 || 1;
+    return { x0, x1, y0: y0 - pad, y1: y1 + pad };
+  }
+
+  render() {
+    const width = Math.max(240, this.svg.clientWidth || 600);
+    const height = this.svg.clientHeight || 240;
+    this.size = { width, height };
+    this.svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+    this.svg.replaceChildren();
+    this.el.dataset.points = String(this.pointCount);
+    this.legend.replaceChildren(...[...this.series.values()].map(
+      (s) => h("span", { style: `--c:${s.color}` }, s.label)));
+    const d = this.domain();
+    if (!d) {
+      this.svg.append(Object.assign(svg("text", { x: width / 2, y: height / 2, "text-anchor": "middle", class: "empty" }),
+                                    { textContent: "waiting for data…" }));
+      return;
+    }
+    const sx = (x) => MARGIN.left + ((x - d.x0) / (d.x1 - d.x0)) * (width - MARGIN.left - MARGIN.right);
+    const sy = (y) => height - MARGIN.bottom - ((y - d.y0) / (d.y1 - d.y0)) * (height - MARGIN.top - MARGIN.bottom);
+    this.scale = { sx, sy, d };
+    this.axes(d, sx, sy, width, height);
+    for (const s of this.series.values()) this.line(s, sx, sy);
+  }
+
+  axes(d, sx, sy, width, height) {
+    const grid = svg("g", { class: "grid" });
+    const axis = svg("g", { class: "axis" });
+    for (const t of ticks(d.y0, d.y1, 5)) {
+      grid.append(svg("line", { x1: MARGIN.left, x2: width - MARGIN.right, y1: sy(t), y2: sy(t) }));
+      const label = svg("text", { x: MARGIN.left - 6, y: sy(t) + 4, "text-anchor": "end" });
+      label.textContent = num(t);
+      axis.append(label);
+    }
+    for (const t of ticks(d.x0, d.x1, Math.max(2, Math.floor(width / 110)))) {
+      const label = svg("text", { x: sx(t), y: height - 8, "text-anchor": "middle" });
+      label.textContent = num(t);
+      axis.append(label);
+    }
+    this.svg.append(grid, axis);
+  }
+
+  line(s, sx, sy) {
+    let path = "";
+    let pen = false;
+    const dots = [];
+    s.points.forEach(([x, y], i) => {
+      if (y === null || !Number.isFinite(y)) { pen = false; return; }
+      path += `${pen ? "L" : "M"}${sx(x).toFixed(1)},${sy(y).toFixed(1)}`;
+      const prev = s.points[i - 1], next = s.points[i + 1];
+      if (!pen && (!next || next[1] === null) && (!prev || prev[1] === null)) dots.push([x, y]);
+      pen = true;
+    });
+    this.svg.append(svg("path", { d: path, fill: "none", stroke: s.color, "stroke-width": 1.6,
+                                  "stroke-linejoin": "round" }));
+    for (const [x, y] of dots) this.svg.append(svg("circle", { cx: sx(x), cy: sy(y), r: 2.5, fill: s.color }));
+  }
+
+  hover(event) {
+    if (!this.scale) return;
+    const box = this.svg.getBoundingClientRect();
+    const px = ((event.clientX - box.left) / box.width) * this.size.width;
+    const { d } = this.scale;
+    const step = d.x0 + ((px - MARGIN.left) / (this.size.width - MARGIN.left - MARGIN.right)) * (d.x1 - d.x0);
+    const rows = [];
+    for (const s of this.series.values()) {
+      let best = null;
+      for (const p of s.points) if (best === null || Math.abs(p[0] - step) < Math.abs(best[0] - step)) best = p;
+      if (best) rows.push(h("div", {}, h("span", { style: `color:${s.color}` }, "■ "), `${s.label}: ${num(best[1], 4)} @ ${num(best[0], 4)}`));
+    }
+    this.cursor?.remove();
+    this.cursor = svg("line", { x1: px, x2: px, y1: MARGIN.top, y2: this.size.height - MARGIN.bottom, stroke: "#9aa4b2", "stroke-dasharray": "3 3" });
+    this.svg.append(this.cursor);
+    this.tip.replaceChildren(...rows);
+    this.tip.hidden = rows.length === 0;
+    this.tip.style.left = `${Math.min(event.clientX - box.left + 12, box.width - 200)}px`;
+    this.tip.style.top = `${event.clientY - box.top + 40}px`;
+  }
+}

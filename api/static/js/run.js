@@ -1,0 +1,174 @@
+// One run: live charts fed by its event stream, status timeline, checkpoints with downloads and
+// replays, logs, the full spec, cancel and resume.
+//
+// The charts start from the downsampled series (GET /v1/metrics), whose `event_cursors` say where
+// the stream must start so that no point is missed; the stream then appends every new point.
+
+import { LineChart } from "./chart.js";
+import { ApiError, TERMINAL, api, badge, bytes, envName, fill, h, num, progressBar, when } from "./util.js";
+
+// Which metrics each chart shows: exact names or a prefix test.
+const CHARTS = [
+  { id: "return", title: "Episode return", match: (n) => n === "train/episode_return" || n === "eval/episode_return" },
+  { id: "loss", title: "Losses", match: (n) => n.startsWith("learner/loss") },
+  { id: "entropy", title: "Entropy", match: (n) => n === "learner/entropy" },
+  { id: "lr", title: "Learning rate", match: (n) => n === "learner/learning_rate" },
+  { id: "sps", title: "Steps per second", match: (n) => n === "perf/steps_per_second" },
+  { id: "other", title: "Other learner statistics", match: (n) => n.startsWith("learner/") },
+];
+
+function chartFor(name) {
+  return CHARTS.find((c) => c.match(name)).id;
+}
+
+export async function mount(root, params, id) {
+  let run;
+  try {
+    run = await api(`/v1/experiments/${id}`);
+  } catch (e) {
+    fill(root, h("div", { class: "card errors" }, e instanceof ApiError && e.status === 404 ? `No run ${id}.` : e.message));
+    return () => {};
+  }
+  const charts = new Map(CHARTS.map((c) => [c.id, new LineChart({ title: c.title, id: c.id })]));
+  const header = h("div", { class: "card" });
+  const failure = h("div");
+  const timeline = h("ul", { class: "timeline", id: "timeline" });
+  const checkpoints = h("tbody", { id: "checkpoints" });
+  const logs = h("div", { class: "logs", id: "logs" });
+  const replay = h("div", { class: "replay", id: "replay" });
+  const chartGrid = h("div", { class: "grid", id: "charts" });
+
+  fill(root, header, failure, chartGrid,
+    h("div", { class: "grid" },
+      h("div", { class: "card" }, h("h2", {}, "Status timeline"), timeline),
+      h("div", { class: "card" }, h("h2", {}, "Checkpoints"),
+        h("div", { class: "table-wrap" }, h("table", {},
+          h("thead", {}, h("tr", {}, ["Step", "Size", "Saved", ""].map((t) => h("th", {}, t)))), checkpoints)),
+        replay)),
+    h("div", { class: "card" }, h("h2", {}, "Log"), logs),
+    h("div", { class: "card" }, h("h2", {}, "Spec"), h("pre", { id: "spec" }, JSON.stringify(run.spec, null, 2))));
+
+  function drawHeader() {
+    const canCancel = ["queued", "running"].includes(run.status);
+    const canResume = ["cancelled", "failed"].includes(run.status);
+    fill(header,
+      h("div", { class: "row spread" },
+        h("div", {}, h("h1", {}, run.name, " ", badge(run.status)),
+          h("div", { class: "muted small" }, `${run.id}`)),
+        h("div", { class: "row" },
+          canCancel && h("button", { class: "danger", "data-action": "cancel", onclick: () => act("cancel") }, "Cancel"),
+          canResume && h("button", { class: "primary", "data-action": "resume", onclick: () => act("resume") }, "Resume"))),
+      h("div", { class: "facts" },
+        fact("Algorithm", run.algorithm), fact("Backend", run.backend), fact("Environment", envName(run.spec)),
+        fact("Step", `${num(run.progress.step)} / ${num(run.progress.total_steps)}`),
+        fact("Return", num(run.latest_metrics["train/episode_return"]?.value)),
+        fact("Eval return", num(run.latest_metrics["eval/episode_return"]?.value)),
+        fact("Started", when(run.started_at))),
+      h("div", { style: "margin-top:.6rem" }, progressBar(run.progress.fraction, true)));
+    fill(failure, run.status === "failed" && h("div", { class: "card failure", id: "failure" },
+      h("h2", {}, "The run failed"), h("pre", {}, run.status_reason || "no reason recorded")));
+  }
+
+  function fact(label, value) { return h("div", {}, h("b", {}, label), value); }
+
+  async function act(what) {
+    try {
+      run = await api(`/v1/experiments/${id}/${what}`, { method: "POST" });
+      drawHeader();
+      if (what === "resume") connect(lastEventId);
+    } catch (e) {
+      header.append(h("div", { class: "errors", role: "alert" }, e.message));
+    }
+  }
+
+  async function loadTimeline() {
+    const body = await api(`/v1/experiments/${id}/timeline`);
+    fill(timeline, body.items.map((t) => h("li", {}, badge(t.to_status), " ",
+      h("span", { class: "small muted" }, when(t.at)), t.reason ? h("div", { class: "small" }, t.reason) : null)));
+  }
+
+  async function loadCheckpoints() {
+    const body = await api(`/v1/experiments/${id}/checkpoints`);
+    fill(checkpoints, body.items.length ? body.items.slice().reverse().map((c) => {
+      const base = `/v1/experiments/${id}/checkpoints/${c.id}`;
+      return h("tr", { "data-checkpoint": c.id },
+        h("td", {}, num(c.step, 6)), h("td", {}, bytes(c.size_bytes)), h("td", { class: "small" }, when(c.created_at)),
+        h("td", {}, h("a", { href: `${base}/file`, download: "" }, "Download"), " · ",
+          h("a", { href: "#", "data-action": "replay", onclick: (e) => { e.preventDefault(); showReplay(c, base); } }, "Replay")));
+    }) : h("tr", {}, h("td", { colspan: 4, class: "muted" }, "No checkpoint yet.")));
+  }
+
+  function showReplay(c, base) {
+    const img = h("img", { alt: `replay of the checkpoint at step ${c.step}`, src: `${base}/replay.gif` });
+    const status = h("div", { class: "small muted" }, `Rendering the evaluation episode at step ${c.step}…`);
+    img.addEventListener("load", () => { status.textContent = `Evaluation episode at step ${c.step}`; });
+    img.addEventListener("error", () => { status.textContent = "The replay could not be rendered."; });
+    fill(replay, status, img);
+  }
+
+  function addLog(entry) {
+    logs.append(h("div", { class: entry.level }, `[${entry.level}] step ${entry.step ?? "–"}: ${entry.message}`));
+    logs.scrollTop = logs.scrollHeight;
+  }
+
+  async function loadSeries() {
+    const body = await api(`/v1/metrics?experiment_ids=${id}&max_points=500`);
+    const grouped = new Map();
+    for (const s of body.series) {
+      const chart = chartFor(s.name);
+      if (!grouped.has(chart)) grouped.set(chart, []);
+      grouped.get(chart).push({ key: s.name, label: s.name, steps: s.steps, values: s.values });
+    }
+    for (const [chartId, chart] of charts) chart.set(grouped.get(chartId) || []);
+    placeCharts();
+    return body.event_cursors[id] || 0;
+  }
+
+  function placeCharts() {
+    // The return chart is always shown; the others once they have data.
+    const shown = [...charts.entries()].filter(([cid, c]) => cid === "return" || c.series.size > 0);
+    if (shown.length !== chartGrid.children.length) fill(chartGrid, shown.map(([, c]) => c.el));
+  }
+
+  drawHeader();
+  await Promise.all([loadTimeline(), loadCheckpoints()]);
+  // The stream starts after the series' cursor; older log lines come from one page read after it.
+  let lastEventId = await loadSeries();
+  const logPage = await api(`/v1/experiments/${id}/events?format=json&kinds=log&limit=1000`);
+  logPage.items.filter((e) => e.id <= lastEventId).forEach((e) => addLog(e.data));
+  let source = null;
+
+  function connect(after) {
+    source?.close();
+    source = new EventSource(`/v1/experiments/${id}/events?after=${after}`);
+    const on = (kind, handle) => source.addEventListener(kind, (e) => {
+      lastEventId = Number(e.lastEventId);
+      handle(JSON.parse(e.data));
+    });
+    on("metrics", (data) => {
+      for (const p of data.points) charts.get(chartFor(p.name)).add(p.name, p.name, p.step, p.value);
+      placeCharts();
+    });
+    on("progress", (data) => {
+      run.progress = { ...run.progress, step: data.step, fraction: Math.min(1, data.step / data.total_steps) };
+      refreshRun();
+    });
+    on("status", () => { refreshRun(); loadTimeline(); });
+    on("checkpoint", () => loadCheckpoints());
+    on("log", (data) => addLog(data));
+    on("end", () => { source.close(); refreshRun(); loadTimeline(); loadCheckpoints(); });
+  }
+
+  let refreshing = null;
+  function refreshRun() {
+    // Coalesce bursts of events into one read of the run.
+    refreshing ??= setTimeout(async () => {
+      refreshing = null;
+      run = await api(`/v1/experiments/${id}`);
+      drawHeader();
+    }, 250);
+  }
+
+  if (!TERMINAL.has(run.status)) connect(lastEventId);
+  return () => { source?.close(); clearTimeout(refreshing); charts.forEach((c) => c.destroy()); };
+}

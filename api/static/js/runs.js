@@ -1,0 +1,93 @@
+// The runs table: every experiment with its status, progress and latest numbers, refreshed in
+// place every two seconds; filters; pick runs to compare.
+
+import { age, api, badge, envName, fill, h, num, progressBar } from "./util.js";
+
+const REFRESH_MS = 2000;
+const STATUSES = ["queued", "running", "cancelling", "cancelled", "succeeded", "failed"];
+
+function latest(run, name) {
+  const m = run.latest_metrics[name];
+  return m ? m.value : null;
+}
+
+function row(run, selected, onSelect) {
+  const ret = latest(run, "train/episode_return") ?? latest(run, "eval/episode_return");
+  return h("tr", { "data-run": run.id, "data-status": run.status },
+    h("td", {}, h("input", { type: "checkbox", "aria-label": `select ${run.name}`,
+                             checked: selected.has(run.id),
+                             onchange: (e) => onSelect(run.id, e.target.checked) })),
+    h("td", {}, h("a", { href: `#/runs/${run.id}`, class: "run-link" }, run.name)),
+    h("td", {}, run.algorithm),
+    h("td", {}, run.backend),
+    h("td", {}, envName(run.spec)),
+    h("td", {}, badge(run.status)),
+    h("td", {}, progressBar(run.progress.fraction), " ",
+      h("span", { class: "small muted" }, `${Math.round(run.progress.fraction * 100)}%`)),
+    h("td", { class: "num", "data-col": "return" }, num(ret)),
+    h("td", { class: "num hide-narrow" }, num(latest(run, "perf/steps_per_second"))),
+    h("td", { class: "num hide-narrow", title: run.created_at }, age(run.created_at)));
+}
+
+function select(name, label, options, value, onchange) {
+  return h("label", { class: "small" }, `${label} `,
+    h("select", { name, onchange },
+      h("option", { value: "" }, "all"),
+      options.map((o) => h("option", { value: o, selected: o === value }, o))));
+}
+
+export async function mount(root) {
+  const selected = new Set();
+  const filters = { status: "", algorithm: "", backend: "", text: "" };
+  const catalogue = await api("/v1/algorithms").catch(() => []);
+  const algorithms = catalogue.map((a) => a.algorithm);
+  const backends = catalogue.length ? catalogue[0].all_backends : [];
+
+  const body = h("tbody");
+  const count = h("span", { class: "muted small" });
+  const compare = h("button", { class: "primary", disabled: true, "data-action": "compare",
+                                onclick: () => { location.hash = `#/compare?ids=${[...selected].join(",")}`; } },
+                    "Compare selected");
+  const refresh = () => load().catch(showError);
+  const onFilter = (key) => (e) => { filters[key] = e.target.value; refresh(); };
+  const error = h("div", { class: "errors" });
+
+  fill(root,
+    h("div", { class: "row spread" }, h("h1", {}, "Runs"), h("div", { class: "row" }, count, compare)),
+    h("div", { class: "card row" },
+      select("status", "Status", STATUSES, "", onFilter("status")),
+      select("algorithm", "Algorithm", algorithms, "", onFilter("algorithm")),
+      select("backend", "Backend", backends, "", onFilter("backend")),
+      h("label", { class: "small" }, "Name ",
+        h("input", { type: "search", name: "text", placeholder: "filter by name",
+                     oninput: (e) => { filters.text = e.target.value.toLowerCase(); refresh(); } }))),
+    error,
+    h("div", { class: "card table-wrap" },
+      h("table", { id: "runs" },
+        h("thead", {}, h("tr", {}, ["", "Name", "Algorithm", "Backend", "Environment", "Status",
+          "Progress", "Latest return", "Steps/s", "Age"].map((t, i) =>
+            h("th", { class: i >= 8 ? "hide-narrow" : null }, t)))),
+        body)));
+
+  function showError(e) { fill(error, `Could not load the runs: ${e.message}`); }
+
+  function onSelect(id, on) {
+    if (on) selected.add(id); else selected.delete(id);
+    compare.disabled = selected.size < 2;
+  }
+
+  async function load() {
+    const params = new URLSearchParams({ limit: "200" });
+    for (const key of ["status", "algorithm", "backend"]) if (filters[key]) params.set(key, filters[key]);
+    const page = await api(`/v1/experiments?${params}`);
+    const runs = page.items.filter((r) => !filters.text || r.name.toLowerCase().includes(filters.text));
+    fill(error);
+    fill(body, runs.length ? runs.map((r) => row(r, selected, onSelect))
+                           : h("tr", {}, h("td", { colspan: 10, class: "muted" }, "No runs yet: start one with New run.")));
+    count.textContent = `${runs.length} run${runs.length === 1 ? "" : "s"}`;
+  }
+
+  await refresh();
+  const timer = setInterval(() => { if (!document.hidden) refresh(); }, REFRESH_MS);
+  return () => clearInterval(timer);
+}

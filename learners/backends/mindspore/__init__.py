@@ -1,0 +1,18 @@
+"""The MindSpore backend: ops, networks, a torch-exact Adam, and the learners (imports MindSpore).
+
+Importing this package quiets MindSpore's C++ logging before MindSpore itself is imported (a
+worker's log should carry the run's messages, not the framework's start-up notes). Nothing outside
+``learners/backends/mindspore/`` imports MindSpore, and the registry names these learners by import
+path, so the API and the other backends' jobs never load it.
+
+Every update, and every forward pass a rollout makes, is compiled (``mindspore.jit``, graph mode):
+MindSpore's eager (PyNative) mode pays a dispatch per operator, which dominates small networks.
+``docs/backends.md`` has the measurements.
+"""
+
+from __future__ import annotations
+
+import os
+
+# MindSpore's C++ side logs through glog: 3 = errors only.
+os.environ.setdefault("GLOG_v", "3")

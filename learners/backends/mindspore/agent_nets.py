@@ -1,0 +1,160 @@
+"""Networks that compute every agent at once, with shared or per-agent parameters (MindSpore).
+
+The MindSpore twin of ``learners.backends.torch.agent_nets``, name for name and equation for
+equation: inputs are ``(..., N, features)``; with shared parameters a one-hot agent id, built from
+the input's real shape (never from a configured batch size: seeds defect 6), is appended to the
+input; with separate parameters every layer holds a weight per agent, ``(N, out, in)`` (torch's
+layout), applied in one batched matrix product. The GRU cell is PyTorch's ``GRUCell`` written out,
+gates ordered ``r, z, n``, so its weights mean the same thing in every backend. Over a sequence the
+cell is unrolled step by step in the compiled graph: chunks are short (``chunk_length``) and fixed
+in length, and an unrolled graph runs each step with no loop overhead.
+
+Canonical names: ``layers.<i>.weight``, ``gru.input.weight``, ``gru.hidden.bias``, ``head.weight``,
+and the actor's ``log_std``. Initial weights are drawn from a NumPy generator in the TensorFlow
+backend's order (layers, GRU, head), so one seed means one set of weights in both.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mindspore as ms
+import numpy as np
+from mindspore import Tensor, nn, ops
+
+from learners.backends.mindspore.networks import orthogonal, parameter
+from learners.backends.mindspore.runtime import configure
+
+configure()
+
+
+def agent_ids(x: Tensor, num_agents: int) -> Tensor:
+    """One-hot agent ids shaped like ``x`` but with ``num_agents`` features: ``(..., N, N)``."""
+    eye = ops.eye(num_agents, num_agents, ms.float32)
+    return ops.broadcast_to(eye, x.shape[:-1] + (num_agents,))
+
+
+class AgentLinear(nn.Cell):
+    """``y = x W^T + b`` for every agent; ``W`` is ``(out, in)`` shared or ``(N, out, in)``.
+
+    Orthogonal weights (one per agent) scaled by ``gain``, zero biases."""
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        num_agents: int,
+        shared: bool,
+        gain: float,
+        rng: np.random.Generator,
+    ) -> None:
+        super().__init__()
+        self.shared = shared
+        if shared:
+            weight = orthogonal(rng, in_features, out_features, gain)
+            bias = np.zeros(out_features, np.float32)
+        else:
+            weight = np.stack(
+                [orthogonal(rng, in_features, out_features, gain) for _ in range(num_agents)]
+            )
+            bias = np.zeros((num_agents, out_features), np.float32)
+        self.weight = parameter(weight, "weight")
+        self.bias = parameter(bias, "bias")
+
+    def construct(self, x: Tensor) -> Tensor:
+        if self.shared:
+            return ops.dense(x, self.weight, self.bias)
+        # (..., N, 1, in) @ (N, in, out) -> (..., N, 1, out): each agent meets its own weight.
+        y = ops.matmul(ops.expand_dims(x, -2), ops.swapaxes(self.weight, -1, -2))
+        return ops.squeeze(y, -2) + self.bias
+
+
+class AgentGRUCell(nn.Cell):
+    """r = sigmoid(W_ir x + b_ir + W_hr h + b_hr), z = sigmoid(W_iz x + b_iz + W_hz h + b_hz),
+    n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1 - z) * n + z * h."""
+
+    def __init__(
+        self,
+        in_features: int,
+        hidden_size: int,
+        num_agents: int,
+        shared: bool,
+        rng: np.random.Generator,
+    ) -> None:
+        super().__init__()
+        self.hidden_size = hidden_size
+        size = 3 * hidden_size
+        self.input = AgentLinear(in_features, size, num_agents, shared, 1.0, rng)
+        self.hidden = AgentLinear(hidden_size, size, num_agents, shared, 1.0, rng)
+
+    def construct(self, x_gates: Tensor, h: Tensor) -> Tensor:
+        """One step; ``x_gates`` is ``self.input(x)`` (computed for a whole sequence at once)."""
+        x_r, x_z, x_n = ops.chunk(x_gates, 3, -1)
+        h_r, h_z, h_n = ops.chunk(self.hidden(h), 3, -1)
+        r = ops.sigmoid(x_r + h_r)
+        z = ops.sigmoid(x_z + h_z)
+        n = ops.tanh(x_n + r * h_n)
+        return (1.0 - z) * n + z * h
+
+
+class AgentMLP(nn.Cell):
+    """``in -> hidden layers -> out`` for every agent, optionally with a GRU after the first hidden
+    layer. Feed-forward: ``net(x, h)`` with ``x`` ``(..., N, in)``; ``h`` is passed through
+    untouched. Recurrent: ``x`` is ``(L, B, N, in)`` (time first) and ``h`` ``(B, N, H)``; it
+    returns the outputs of every step and the hidden state after the last one."""
+
+    def __init__(
+        self,
+        in_features: int,
+        hidden_sizes: tuple[int, ...],
+        out_features: int,
+        num_agents: int,
+        *,
+        shared: bool,
+        activation: str,
+        rnn_hidden_size: int | None,
+        rng: np.random.Generator,
+        head_gain: float,
+    ) -> None:
+        super().__init__()
+        self.num_agents = num_agents
+        self.shared = shared
+        self.tanh = activation == "tanh"
+        self.recurrent = rnn_hidden_size is not None
+        sizes = [in_features + (num_agents if shared else 0), *hidden_sizes]
+        if rnn_hidden_size is not None and len(hidden_sizes) > 1:
+            sizes[1] = rnn_hidden_size  # the second hidden layer reads the GRU's state
+        gain = math.sqrt(2.0)
+        self.layers = nn.CellList(
+            [
+                AgentLinear(a, b, num_agents, shared, gain, rng)
+                for a, b in zip(sizes[:-1], hidden_sizes, strict=True)
+            ]
+        )
+        last = hidden_sizes[-1]
+        if rnn_hidden_size is not None:
+            self.gru = AgentGRUCell(hidden_sizes[0], rnn_hidden_size, num_agents, shared, rng)
+            if len(hidden_sizes) == 1:
+                last = rnn_hidden_size
+        self.head = AgentLinear(last, out_features, num_agents, shared, head_gain, rng)
+
+    def _act(self, x: Tensor) -> Tensor:
+        return ops.tanh(x) if self.tanh else ops.relu(x)
+
+    def _with_ids(self, x: Tensor) -> Tensor:
+        if not self.shared:
+            return x
+        return ops.cat((x, agent_ids(x, self.num_agents)), -1)
+
+    def construct(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
+        y = self._act(self.layers[0](self._with_ids(x)))
+        if self.recurrent:
+            gates = self.gru.input(y)  # every step's input gates in one batched call
+            outputs = []
+            for t in range(x.shape[0]):
+                h = self.gru(gates[t], h)
+                outputs.append(h)
+            y = ops.stack(outputs)
+        for i in range(1, len(self.layers)):
+            y = self._act(self.layers[i](y))
+        return self.head(y), h

@@ -1,0 +1,119 @@
+"""The MindSpore implementation of ``learners.functional.ops.Ops``.
+
+``MindSporeOps`` is a ``jit_class``: the shared math calls it from inside compiled graphs (the
+learners' whole update is one ``mindspore.jit`` graph) as well as eagerly, with the same results.
+Every method is a thin call into ``mindspore.ops`` with the interface's conventions. Two choices
+keep the gradients identical to PyTorch's:
+
+- ``minimum``/``maximum`` against a Python scalar are clamps, as in ``TorchOps``: a clamp passes the
+  whole gradient at a tie, where an elementwise minimum of two tensors splits it in half (both
+  frameworks split the same way for two tensors);
+- ``clip`` is ``clamp`` with both bounds inclusive, which is where torch's clamp passes gradient.
+
+``asarray``, ``to_numpy`` and ``item`` cross the host boundary and are never called inside a graph.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mindspore as ms
+import numpy as np
+from mindspore import Tensor, ops
+from numpy.typing import NDArray
+
+from learners.backends.mindspore.runtime import configure
+from learners.functional.ops import Axis
+
+configure()
+
+
+@ms.jit_class
+class MindSporeOps:
+    """``Ops`` over ``mindspore.Tensor``."""
+
+    def asarray(self, x: NDArray[Any]) -> Tensor:
+        arr = np.asarray(x)
+        if arr.dtype.kind == "f":
+            arr = arr.astype(np.float32)
+        elif arr.dtype == np.bool_:
+            return Tensor(arr, ms.bool_)
+        return Tensor(np.ascontiguousarray(arr))
+
+    def to_numpy(self, x: Tensor) -> NDArray[Any]:
+        return np.asarray(x.asnumpy())
+
+    def item(self, x: Tensor) -> float:
+        return float(x.asnumpy().reshape(()))
+
+    def exp(self, x: Tensor) -> Tensor:
+        return ops.exp(x)
+
+    def log(self, x: Tensor) -> Tensor:
+        return ops.log(x)
+
+    def sqrt(self, x: Tensor) -> Tensor:
+        return ops.sqrt(x)
+
+    def abs(self, x: Tensor) -> Tensor:
+        return ops.abs(x)
+
+    def tanh(self, x: Tensor) -> Tensor:
+        return ops.tanh(x)
+
+    def minimum(self, x: Tensor, y: Tensor | float) -> Tensor:
+        if isinstance(y, (int, float)):
+            return ops.clamp(x, max=y)
+        return ops.minimum(x, y)
+
+    def maximum(self, x: Tensor, y: Tensor | float) -> Tensor:
+        if isinstance(y, (int, float)):
+            return ops.clamp(x, min=y)
+        return ops.maximum(x, y)
+
+    def clip(self, x: Tensor, low: float, high: float) -> Tensor:
+        return ops.clamp(x, low, high)
+
+    def where(self, condition: Tensor, x: Tensor | float, y: Tensor | float) -> Tensor:
+        return ops.where(condition, x, y)
+
+    def equal(self, x: Tensor, y: Tensor) -> Tensor:
+        return ops.equal(x, y)
+
+    def full_like(self, x: Tensor, value: float) -> Tensor:
+        return ops.full_like(x, value, dtype=ms.float32)
+
+    def as_float(self, x: Tensor) -> Tensor:
+        return x.astype(ms.float32)
+
+    def stop_gradient(self, x: Tensor) -> Tensor:
+        return ops.stop_gradient(x)
+
+    def sum(self, x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        return ops.sum(x, axis, keepdims)
+
+    def mean(self, x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        return ops.mean(x, axis, keepdims)
+
+    def max(self, x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        return ops.amax(x, _axes(x, axis), keepdims)
+
+    def min(self, x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
+        return ops.amin(x, _axes(x, axis), keepdims)
+
+    def argmax(self, x: Tensor, axis: int = -1) -> Tensor:
+        return ops.argmax(x, axis)
+
+    def log_softmax(self, logits: Tensor, axis: int = -1) -> Tensor:
+        return ops.log_softmax(logits, axis)
+
+    def gather_last(self, x: Tensor, index: Tensor) -> Tensor:
+        picked = ops.gather_elements(x, -1, ops.expand_dims(index.astype(ms.int64), -1))
+        return ops.squeeze(picked, -1)
+
+
+def _axes(x: Tensor, axis: Axis) -> Any:
+    """``amax``/``amin`` read an empty tuple as "every axis"; ``None`` is spelled that way."""
+    if axis is None:
+        return ()
+    return axis

@@ -1,0 +1,68 @@
+"""Device choice, seeding and the process-wide MindSpore settings.
+
+MindSpore's execution settings are per process and most can be set only once, so ``configure`` is
+called by every module of this backend on import and does its work the first time only:
+
+- the CPU device (the project installs MindSpore's CPU build; MindSpore 2.10 has no CUDA build
+  for this platform, so ``cuda`` is refused with a clear error rather than silently run on the CPU);
+- blocking launches: operators run synchronously on the calling thread. MindSpore's default hands
+  every operator to dispatch threads, and each read back to NumPy (one per rollout step) then waits
+  for a thread hand-off, which on a busy two-core worker costs milliseconds;
+- kernel threads: ``MARLFORGE_MINDSPORE_THREADS`` (default 1). MindSpore's default of 25 threads
+  per kernel oversubscribes a worker's cores for networks this small.
+"""
+
+from __future__ import annotations
+
+import os
+
+import mindspore as ms
+from mindspore._c_expression import RuntimeConf
+
+from learners.backends import DeviceUnavailable
+from learners.enums import Device
+
+_configured = False
+
+
+def configure() -> None:
+    """Apply the backend's process-wide settings (once; later calls do nothing)."""
+    global _configured
+    if _configured:
+        return
+    ms.set_device("CPU")
+    conf = RuntimeConf.get_instance()
+    if not conf.is_op_threads_num_configured():
+        ms.device_context.cpu.op_tuning.threads_num(_threads())
+    if not conf.is_launch_blocking():
+        ms.runtime.launch_blocking()
+    _configured = True
+
+
+def _threads() -> int:
+    value = os.environ.get("MARLFORGE_MINDSPORE_THREADS", "1")
+    try:
+        threads = int(value)
+    except ValueError:
+        raise ValueError(f"MARLFORGE_MINDSPORE_THREADS must be an integer, not {value!r}") from None
+    if threads < 1:
+        raise ValueError(f"MARLFORGE_MINDSPORE_THREADS must be at least 1, not {threads}")
+    return threads
+
+
+def resolve_device(device: Device) -> str:
+    """``cpu`` for ``cpu`` and ``auto``; ``cuda`` is refused (MindSpore runs on the CPU here)."""
+    if device == Device.CUDA:
+        raise DeviceUnavailable(
+            "the spec asks for device 'cuda' but the MindSpore backend runs on the CPU "
+            f"(mindspore {ms.__version__}, CPU build); use 'auto' or 'cpu', or another backend"
+        )
+    return "cpu"
+
+
+def seed(seed: int) -> None:
+    """Seed MindSpore's global generator (the learners draw from their own NumPy generators)."""
+    ms.set_seed(seed)
+
+
+configure()

@@ -1,0 +1,105 @@
+"""How the parity suite compares two learners' numbers, and moves state between them.
+
+Tolerances are relative, per tensor: an entry passes when ``|a - b| <= rtol * (|b| + max|b|)``,
+i.e. relative to itself or, for entries far below the tensor's largest (where a float32 sum's
+rounding is all that is left of a gradient that cancels), relative to the tensor's scale. Integer
+tensors (random generator states, counters) must be equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from learners import checkpoint
+from learners.checkpoint import Manifest
+from learners.enums import Algorithm, Backend
+
+ONE_UPDATE = 1e-5
+TEN_UPDATES = 1e-3
+ADAM_BETA1 = 0.9
+
+
+def assert_close(actual: Any, expected: Any, rtol: float, what: str) -> None:
+    a = np.asarray(actual, dtype=np.float64)
+    e = np.asarray(expected, dtype=np.float64)
+    assert a.shape == e.shape, f"{what}: shape {a.shape} != {e.shape}"
+    scale = float(np.max(np.abs(e))) if e.size else 0.0
+    err = np.abs(a - e)
+    bound = rtol * (np.abs(e) + scale) + 1e-12
+    worst = float(np.max(err / bound)) if e.size else 0.0
+    assert worst <= 1.0, (
+        f"{what}: differs by up to {float(np.max(err)):.3g} "
+        f"({worst:.3g}x the tolerance rtol={rtol:g}, scale {scale:.3g})"
+    )
+
+
+def assert_stats_close(
+    actual: Mapping[str, float], expected: Mapping[str, float], rtol: float, what: str
+) -> None:
+    assert set(actual) == set(expected), f"{what}: stats keys {sorted(actual)} != {sorted(expected)}"
+    for name, value in expected.items():
+        if np.isnan(value):
+            assert np.isnan(actual[name]), f"{what}: {name} is {actual[name]}, expected NaN"
+            continue
+        assert_close(actual[name], value, rtol, f"{what}: stat {name}")
+
+
+def assert_states_close(
+    actual: Mapping[str, NDArray[Any]], expected: Mapping[str, NDArray[Any]], rtol: float, what: str
+) -> None:
+    """Every tensor of two learners' ``state()``: same names, same shapes, close floats, equal
+    integers."""
+    assert set(actual) == set(expected), (
+        f"{what}: only in actual {sorted(set(actual) - set(expected))}, "
+        f"only in expected {sorted(set(expected) - set(actual))}"
+    )
+    for name, value in expected.items():
+        if np.asarray(value).dtype.kind == "f":
+            assert_close(actual[name], value, rtol, f"{what}: {name}")
+        else:
+            np.testing.assert_array_equal(actual[name], value, err_msg=f"{what}: {name}")
+
+
+def applied_gradients(state: Mapping[str, NDArray[Any]]) -> dict[str, NDArray[np.float64]]:
+    """The (clipped) gradient of each parameter in a learner's first update, read back from Adam:
+    after one step ``exp_avg = (1 - beta1) * grad``, in every backend."""
+    grads = {
+        name[: -len("/exp_avg")]: np.asarray(value, np.float64) / (1.0 - ADAM_BETA1)
+        for name, value in state.items()
+        if name.startswith("optim/") and name.endswith("/exp_avg")
+    }
+    assert grads, "the learner's state holds no Adam moments after an update"
+    return grads
+
+
+def global_norm(grads: Mapping[str, NDArray[Any]], net: str | None = None) -> float:
+    """The global norm of the gradients of ``net`` (``optim/<net>/...``), or of all of them."""
+    chosen = [g for k, g in grads.items() if net is None or k.startswith(f"optim/{net}/")]
+    return float(np.sqrt(sum(float(np.sum(np.square(g))) for g in chosen)))
+
+
+def manifest(algorithm: Algorithm, backend: Backend, info_json: dict[str, Any]) -> Manifest:
+    """A manifest for a learner-only checkpoint written by the tests."""
+    return Manifest(
+        algorithm=algorithm,
+        backend=backend,
+        spec={"name": "parity"},
+        env=info_json,
+        step=0,
+        runner={},
+        resumable_on=[backend],
+        policy_backends=[backend],
+    )
+
+
+def transfer(source: Any, target: Any, algorithm: Algorithm, source_backend: Backend, path: Path) -> None:
+    """Copy ``source``'s whole state into ``target`` through a portable checkpoint file."""
+    info_json = checkpoint.env_info_to_json(source.info)
+    checkpoint.write(path, source.state(), manifest(algorithm, source_backend, info_json))
+    tensors, _ = checkpoint.read(path)
+    target.load_state(tensors)

@@ -1,0 +1,127 @@
+"""Cross-backend parity: every registered learner against the PyTorch one, from identical weights
+(copied through the portable checkpoint) and identical data with zeros in the masks.
+
+- after the copy, both hold the same state and act the same, greedily and exploring (the same
+  noise from the same generator);
+- one update: every stat, every gradient (read back from Adam's first moment) and every tensor of
+  the state after it (weights, targets, Adam's moments, value normaliser, generators) agree to 1e-5;
+- ten updates (with the step size decaying for on-policy learners): the stats of each and the state
+  after them agree to 1e-3;
+- the other way round: a run trained in the other backend resumes in PyTorch and the two go on
+  making the same update.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from parity_assert import (
+    ONE_UPDATE,
+    TEN_UPDATES,
+    applied_gradients,
+    assert_close,
+    assert_states_close,
+    assert_stats_close,
+    transfer,
+)
+from parity_cases import REFERENCE, Variant, build, data, observation, parity_params, update
+
+from learners.enums import Algorithm, Backend
+from learners.registry import RunnerKind, entry
+
+PARAMS = parity_params()
+
+
+def _pair(algorithm: Algorithm, backend: Backend, variant: Variant, tmp_path: Path) -> tuple[Any, Any]:
+    """The reference learner and ``backend``'s, the latter loaded with the former's weights."""
+    reference = build(algorithm, REFERENCE, variant, seed=0)
+    other = build(algorithm, backend, variant, seed=1)
+    transfer(reference, other, algorithm, REFERENCE, tmp_path / "start.safetensors")
+    return reference, other
+
+
+@pytest.mark.parametrize(("algorithm", "backend", "variant"), PARAMS)
+def test_same_start_same_actions(
+    algorithm: Algorithm, backend: Backend, variant: Variant, tmp_path: Path
+) -> None:
+    reference, other = _pair(algorithm, backend, variant, tmp_path)
+    assert_states_close(other.state(), reference.state(), 0.0, "after the copy")
+    obs = observation(variant, seed=5)
+    for explore in (False, True, True):
+        want = reference.act(obs, explore=explore)
+        got = other.act(obs, explore=explore)
+        if variant.info.action_kind == "discrete":
+            np.testing.assert_array_equal(got, want, err_msg=f"explore={explore}")
+        else:
+            assert_close(got, want, ONE_UPDATE, f"actions, explore={explore}")
+    if entry(algorithm).runner == RunnerKind.ON_POLICY:
+        _rollout_steps_agree(reference, other, obs)
+
+
+def _rollout_steps_agree(reference: Any, other: Any, obs: Any) -> None:
+    """Two rollout steps (the second from the first's GRU state): actions, log-probs, values and
+    hidden states agree, so both backends collect the same rollout."""
+    memories = [learner.initial_memory(obs.obs.shape[0]) for learner in (reference, other)]
+    for step in range(2):
+        (want, memories[0]), (got, memories[1]) = (
+            learner.rollout_step(obs, memory)
+            for learner, memory in zip((reference, other), memories, strict=True)
+        )
+        np.testing.assert_array_equal(got.actions.shape, want.actions.shape)
+        for field in ("actions", "env_actions", "log_prob", "values"):
+            assert_close(getattr(got, field), getattr(want, field), ONE_UPDATE, f"step {step} {field}")
+        if want.hidden is not None:
+            for a, b in zip(got.hidden, want.hidden, strict=True):
+                assert_close(a, b, ONE_UPDATE, f"step {step} hidden")
+
+
+@pytest.mark.parametrize(("algorithm", "backend", "variant"), PARAMS)
+def test_one_update(algorithm: Algorithm, backend: Backend, variant: Variant, tmp_path: Path) -> None:
+    reference, other = _pair(algorithm, backend, variant, tmp_path)
+    batch = data(algorithm, variant, seed=0)
+    want = update(algorithm, reference, batch, 0)
+    got = update(algorithm, other, batch, 0)
+    assert_stats_close(got, want, ONE_UPDATE, "stats of one update")
+    after_reference, after_other = reference.state(), other.state()
+    grads_reference, grads_other = applied_gradients(after_reference), applied_gradients(after_other)
+    assert set(grads_other) == set(grads_reference)
+    for name, grad in grads_reference.items():
+        assert_close(grads_other[name], grad, ONE_UPDATE, f"gradient {name}")
+    assert_states_close(after_other, after_reference, ONE_UPDATE, "state after one update")
+
+
+@pytest.mark.parametrize(("algorithm", "backend", "variant"), PARAMS)
+def test_ten_updates(algorithm: Algorithm, backend: Backend, variant: Variant, tmp_path: Path) -> None:
+    reference, other = _pair(algorithm, backend, variant, tmp_path)
+    for k in range(10):
+        batch = data(algorithm, variant, seed=k)
+        want = update(algorithm, reference, batch, k)
+        got = update(algorithm, other, batch, k)
+        assert_stats_close(got, want, TEN_UPDATES, f"stats of update {k}")
+    assert_states_close(other.state(), reference.state(), TEN_UPDATES, "state after ten updates")
+
+
+@pytest.mark.parametrize(("algorithm", "backend", "variant"), PARAMS)
+def test_trained_elsewhere_resumes_in_the_reference(
+    algorithm: Algorithm, backend: Backend, variant: Variant, tmp_path: Path
+) -> None:
+    """Train in ``backend``, then evaluate and resume in PyTorch: the same actions, and the next
+    update is the same in both."""
+    other = build(algorithm, backend, variant, seed=2)
+    for k in range(3):
+        update(algorithm, other, data(algorithm, variant, seed=10 + k), k)
+    reference = build(algorithm, REFERENCE, variant, seed=3)
+    transfer(other, reference, algorithm, backend, tmp_path / "trained.safetensors")
+    assert_states_close(reference.state(), other.state(), 0.0, "after the copy")
+    obs = observation(variant, seed=6)
+    assert_close(
+        reference.act(obs, explore=False), other.act(obs, explore=False), ONE_UPDATE, "actions"
+    )
+    batch = data(algorithm, variant, seed=20)
+    want = update(algorithm, reference, batch, 3)
+    got = update(algorithm, other, batch, 3)
+    assert_stats_close(got, want, ONE_UPDATE, "stats of the resumed update")
+    assert_states_close(other.state(), reference.state(), ONE_UPDATE, "state after resuming")
