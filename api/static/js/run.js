@@ -14,7 +14,8 @@ const CHARTS = [
   { id: "entropy", title: "Entropy", match: (n) => n === "learner/entropy" },
   { id: "lr", title: "Learning rate", match: (n) => n === "learner/learning_rate" },
   { id: "sps", title: "Steps per second", match: (n) => n === "perf/steps_per_second" },
-  { id: "other", title: "Other learner statistics", match: (n) => n.startsWith("learner/") },
+  { id: "length", title: "Episode length", match: (n) => n.endsWith("/episode_length") },
+  { id: "other", title: "Other statistics", match: () => true },
 ];
 
 function chartFor(name) {
