@@ -226,8 +226,9 @@ class EventBus:
             return
         batch = 1000
         while True:
-            high = topic.high
-            events = await self.query(lambda r: r.after(experiment_id, high, batch))
+            events = await self.query(
+                lambda r, high=topic.high: r.after(experiment_id, high, batch)  # type: ignore[misc]
+            )
             if events:
                 topic.append(events, self.config.tail_events)
             if len(events) < batch:
@@ -250,7 +251,7 @@ class EventBus:
             if not ids:
                 continue
             try:
-                latest = await self.query(lambda r: r.latest_ids(ids))
+                latest = await self.query(lambda r, ids=ids: r.latest_ids(ids))  # type: ignore[misc]
             except Exception:  # a database hiccup only delays the streams; try again next time
                 log.warning("could not poll the event log", exc_info=True)
                 continue
@@ -268,8 +269,8 @@ class EventBus:
                 async with client.pubsub() as pubsub:
                     await pubsub.subscribe(self.channel)
                     # Messages sent before the subscription took hold are lost: re-read once.
-                    for topic in list(self._topics.values()):
-                        topic.wake()
+                    for open_topic in list(self._topics.values()):
+                        open_topic.wake()
                     async for message in pubsub.listen():
                         if message.get("type") == "message":
                             topic = self._topics.get(message["data"].decode())

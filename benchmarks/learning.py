@@ -81,7 +81,9 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     parser.add_argument("--algorithm", default="ddpg")
     parser.add_argument("--backend", default="torch")
     parser.add_argument("--env", default="Pendulum-v1")
@@ -116,7 +118,9 @@ def main() -> None:
 
     steps = [s for s, _ in curves[0]]
     means = np.mean([[v for _, v in c] for c in curves], axis=0)
-    print("mean over seeds: " + "  ".join(f"{s}:{m:.0f}" for s, m in zip(steps, means, strict=True)))
+    print(
+        "mean over seeds: " + "  ".join(f"{s}:{m:.0f}" for s, m in zip(steps, means, strict=True))
+    )
     print(f"wall time per seed: mean {np.mean(walls):.1f} s, total {np.sum(walls):.1f} s")
     verdict = "reaches" if means[-1] >= args.target else "misses"
     print(f"final mean eval return {means[-1]:.1f} {verdict} the target {args.target}")

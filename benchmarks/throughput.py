@@ -6,6 +6,12 @@
 ``envs`` steps the batched env with uniformly random actions and prints env steps/s (counted over
 all copies) for each worker count (0 = in process). ``train`` runs ``learners.training.train`` and
 prints the training env steps/s beside the bare env's figure measured the same way.
+
+    python benchmarks/throughput.py onpolicy --algorithms mappo ippo --env simple_spread_v3
+
+``onpolicy`` measures MAPPO/IPPO training (rollout + update, no evaluation or checkpoints) against
+the bare env with random actions, interleaving the two, one rollout's worth of steps each, so that
+a busy machine slows both alike; it prints the medians and their ratio.
 """
 
 from __future__ import annotations
@@ -69,21 +75,26 @@ def bench_envs(args: argparse.Namespace) -> None:
 
 def bench_train(args: argparse.Namespace) -> None:
     from benchmarks.learning import default_spec
+    from learners.envs import catalogue
     from learners.hooks import MemoryHooks
     from learners.training import train
 
+    if args.envs_per_worker:  # step the training envs in worker processes
+        catalogue.SUBPROCESS_MIN_ENVS_PER_WORKER = args.envs_per_worker
+
     spec = default_spec(args.algorithm, args.backend, args.env, seed=0, steps=args.steps)
-    spec = spec.model_copy(
-        update={"env": spec.env.model_copy(update={"num_envs": args.num_envs})}
-    )
+    spec = spec.model_copy(update={"env": spec.env.model_copy(update={"num_envs": args.num_envs})})
     env = make_vec_env(spec.env, seed=0)
+    kind = type(env).__name__
     bare = statistics.median(env_steps_per_second(env, 500, 3))
     env.close()
     hooks = MemoryHooks()
     start = time.perf_counter()
     train(spec, hooks)
     wall = time.perf_counter() - start
-    print(f"{args.algorithm}/{args.backend} on {args.env}, {args.num_envs} envs, {args.steps} steps")
+    print(
+        f"{args.algorithm}/{args.backend} on {args.env}, {args.num_envs} envs, {args.steps} steps"
+    )
     print(f"  bare env (random actions): {bare:9.0f} env steps/s")
     print(f"  training, whole run:      {args.steps / wall:9.0f} env steps/s ({wall:.1f} s)")
     rates = [p.value for p in hooks.points if p.name == "perf/steps_per_second"]
@@ -91,8 +102,51 @@ def bench_train(args: argparse.Namespace) -> None:
         print(f"  training, last report:    {rates[-1]:9.0f} env steps/s")
 
 
+def bench_on_policy(args: argparse.Namespace) -> None:
+    from learners.buffers.rollout import RolloutBuffer
+    from learners.registry import entry
+    from learners.runners.on_policy import collect_rollout
+
+    spec = EnvSpec(suite=suite_of(args.env), id=args.env, num_envs=args.num_envs, kwargs={})
+    env = make_vec_env(spec, seed=0)
+    rng = np.random.default_rng(0)
+    actions = [random_actions(env.info, rng) for _ in range(64)]
+    print(f"{args.env}, {args.num_envs} envs, {args.rollouts} rollouts per figure")
+    for algorithm in args.algorithms:
+        algo = entry(algorithm)
+        config = algo.config.resolve(spec.suite, spec.id, {})
+        learner = algo.learner_class(args.backend)(config, env.info, "cpu", 0)
+        hidden = config.rnn_hidden_size if config.recurrent else None
+        buffer = RolloutBuffer(env.info, config.rollout_length, hidden)
+        steps = config.rollout_length * env.info.num_envs
+        obs, memory = env.reset(), learner.initial_memory(env.info.num_envs)
+        bare, acting, training = [], [], []
+        for rollout in range(args.rollouts + 1):
+            start = time.perf_counter()
+            for k in range(config.rollout_length):
+                env.step(actions[k % 64])
+            middle = time.perf_counter()
+            buffer.reset()
+            obs, memory = collect_rollout(env, learner, buffer, obs, memory)
+            collected = time.perf_counter()
+            learner.update(buffer)
+            end = time.perf_counter()
+            if rollout:  # the first round warms up
+                bare.append(steps / (middle - start))
+                acting.append(steps / (collected - middle))
+                training.append(steps / (end - middle))
+        b, a, t = (statistics.median(x) for x in (bare, acting, training))
+        print(
+            f"  {algorithm}/{args.backend}: bare env {b:7.0f}  rollout only {a:7.0f} "
+            f"({a / b:4.0%})  training {t:7.0f} env steps/s ({t / b:4.0%} of the bare env)"
+        )
+    env.close()
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     envs = sub.add_parser("envs", help="bare env stepping, in process vs worker processes")
     envs.add_argument("--env", default="simple_spread_v3")
@@ -106,8 +160,18 @@ def main() -> None:
     tr.add_argument("--env", default="Pendulum-v1")
     tr.add_argument("--num-envs", type=int, default=1)
     tr.add_argument("--steps", type=int, default=3000)
+    tr.add_argument(
+        "--envs-per-worker", type=int, default=0, help="step envs in processes (0: the default rule)"
+    )
+    on = sub.add_parser("onpolicy", help="MAPPO/IPPO training steps/s vs the bare env")
+    on.add_argument("--algorithms", nargs="+", default=["mappo", "ippo"])
+    on.add_argument("--backend", default="torch")
+    on.add_argument("--env", default="simple_spread_v3")
+    on.add_argument("--num-envs", type=int, default=8)
+    on.add_argument("--rollouts", type=int, default=7)
     args = parser.parse_args()
-    bench_envs(args) if args.command == "envs" else bench_train(args)
+    commands = {"envs": bench_envs, "train": bench_train, "onpolicy": bench_on_policy}
+    commands[args.command](args)
 
 
 if __name__ == "__main__":

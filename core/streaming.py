@@ -1,10 +1,11 @@
 """Telling event streams that an experiment has new events, the moment they are committed.
 
 The database is the source of truth of every stream: a stream reads its events from
-``experiment_events`` and nothing else. This module only shortens the wait. With Redis as the broker,
-every process that commits events (the API, the workers) publishes the experiment's id on one Redis
-channel after the commit, and every API process serving streams is subscribed to it. With the
-embedded defaults there is no Redis; the API polls the database instead (``api.event_bus``).
+``experiment_events`` and nothing else. This module only shortens the wait. With Redis as the
+broker, every process that commits events (the API, the workers) publishes the experiment's id on
+one Redis channel after the commit, and every API process serving streams is subscribed to it.
+With the embedded defaults there is no Redis; the API polls the database instead
+(``api.event_bus``).
 
 Publishing is best effort: a lost message only delays a stream until its next database poll.
 """
@@ -66,8 +67,11 @@ class RedisEventPublisher:
             now = time.monotonic()
             if now >= self._quiet_until:
                 self._quiet_until = now + _WARN_EVERY_S
-                log.warning("could not publish event notifications (streams fall back to "
-                            "polling the database): %s", exc)
+                log.warning(
+                    "could not publish event notifications (streams fall back to "
+                    "polling the database): %s",
+                    exc,
+                )
 
 
 def publisher_for(settings: Settings) -> EventPublisher | None:

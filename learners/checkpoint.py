@@ -170,7 +170,7 @@ def load_policy(
     learner = learner_cls(spec.config(), info, resolve_device(chosen, Device(device)), spec.seed)
     names = learner.policy_tensor_names()
     with safetensors.safe_open(str(path), framework="np") as handle:
-        missing = [n for n in names if n not in handle.keys()]
+        missing = [n for n in names if n not in set(handle.keys())]
         if missing:
             raise CheckpointError(f"{path} lacks the policy tensors {missing}")
         learner.load_state({n: handle.get_tensor(n) for n in names}, policy_only=True)

@@ -1,4 +1,4 @@
-"""The narrow interface between a training run and whoever hosts it (the Celery worker, a benchmark).
+"""The narrow interface between a training run and whoever hosts it (the Celery worker, benchmarks).
 
 The learners library reports through these hooks and knows nothing of databases, brokers or HTTP.
 """
@@ -45,7 +45,7 @@ class MemoryHooks:
     """``TrainingHooks`` that keep what a run reports in memory: for tests, benchmarks and scripts.
 
     Checkpoints are written to ``checkpoint_dir`` as ``step-<step>.safetensors`` (or only noted when
-    it is None). ``stop_after`` makes ``should_stop`` answer True from its ``stop_after``-th call on,
+    it is None). ``stop_after`` makes ``should_stop`` answer True from its ``stop_after``-th call,
     which stops a run after that many iterations.
     """
 

@@ -12,8 +12,9 @@ State crosses the boundary as NumPy arrays under the canonical names of ``learne
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
 from numpy.typing import NDArray
 
 from learners.envs.base import EnvInfo, Observation
@@ -35,8 +36,17 @@ class Learner(Protocol):
         ...
 
     def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
-        """Restore ``state()``'s tensors; ``policy_only`` restores just ``policy_tensor_names()``."""
+        """Restore ``state()``'s tensors; ``policy_only``: just ``policy_tensor_names()``."""
 
     def policy_tensor_names(self) -> list[str]:
         """The names of the tensors acting needs (what ``load_policy`` reads)."""
         ...
+
+
+@runtime_checkable
+class EpisodicMemory(Protocol):
+    """A learner whose ``act`` carries state from call to call (a recurrent policy's GRU state):
+    whoever steps the env tells it where episodes end, so no state leaks into the next episode."""
+
+    def end_episodes(self, ended: NDArray[np.bool_]) -> None:
+        """Forget the state of the copies whose episode ended (``ended`` is (E,) booleans)."""

@@ -17,6 +17,7 @@ from typing import Any
 from learners.algorithms.ddpg import DDPGConfig
 from learners.algorithms.maddpg import MADDPGConfig
 from learners.algorithms.ppo import IPPOConfig, MAPPOConfig
+from learners.algorithms.wqmix import WQMIXConfig
 from learners.config import AlgorithmConfig
 from learners.enums import Algorithm, Backend, EnvSuite
 
@@ -76,6 +77,7 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         learners={
             Backend.TORCH: "learners.backends.torch.ddpg:TorchDDPG",
             Backend.TENSORFLOW: "learners.backends.tensorflow.ddpg:TensorFlowDDPG",
+            Backend.MINDSPORE: "learners.backends.mindspore.ddpg:MindSporeDDPG",
         },
     ),
     Algorithm.MADDPG: AlgorithmEntry(
@@ -106,6 +108,7 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         learners={
             Backend.TORCH: "learners.backends.torch.ppo:TorchPPO",
             Backend.TENSORFLOW: "learners.backends.tensorflow.ppo:TensorFlowPPO",
+            Backend.MINDSPORE: "learners.backends.mindspore.ppo:MindSporePPO",
         },
     ),
     Algorithm.MAPPO: AlgorithmEntry(
@@ -122,7 +125,22 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         learners={
             Backend.TORCH: "learners.backends.torch.ppo:TorchPPO",
             Backend.TENSORFLOW: "learners.backends.tensorflow.ppo:TensorFlowPPO",
+            Backend.MINDSPORE: "learners.backends.mindspore.ppo:MindSporePPO",
         },
+    ),
+    Algorithm.WQMIX: AlgorithmEntry(
+        algorithm=Algorithm.WQMIX,
+        title="Weighted QMIX",
+        summary="Weighted QMIX (Rashid et al., 2020): QMIX's monotonic mixing of per-agent "
+        "utilities trained with an optimistic (OW) or central (CW) weighting, beside an "
+        "unrestricted central Q* that gives the double-Q targets; epsilon-greedy, discrete "
+        "actions.",
+        config=WQMIXConfig,
+        multi_agent=True,
+        suites=frozenset({EnvSuite.MPE}),
+        action_kinds=frozenset({ActionKind.DISCRETE}),
+        runner=RunnerKind.OFF_POLICY,
+        learners={Backend.TORCH: "learners.backends.torch.wqmix:TorchWQMIX"},
     ),
 }
 

@@ -2,8 +2,8 @@
 
 ``python -m learners.replay --checkpoint step-000000001000.ckpt --out replay.gif``
 
-The episode is the first one every periodic evaluation of the run plays (the evaluation seed, copy 0,
-episode 0) and the policy acts as it does there: greedily. Frames are the env's own ``rgb_array``
+The episode is the first one every periodic evaluation of the run plays (the evaluation seed, copy
+0, episode 0) and the policy acts as it does there: greedily. Frames are the env's own ``rgb_array``
 renderings (pygame for MPE and the classic-control envs, MuJoCo's offscreen renderer for the MuJoCo
 ones), so no display is needed. The API runs this as a subprocess: it never imports a deep-learning
 framework itself, and a crash in a renderer cannot take the API down.
@@ -30,6 +30,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 MAX_FRAMES = 400
 MAX_SIDE = 320
+# The exit status when a module rendering needs is missing (argparse uses 2 for bad arguments).
+EXIT_NOT_INSTALLED = 3
 
 
 @dataclass(frozen=True)
@@ -48,12 +50,15 @@ def _shrink(frame: NDArray[np.uint8], max_side: int) -> Any:
     image = Image.fromarray(np.ascontiguousarray(frame[..., :3]))
     scale = max_side / max(image.size)
     if scale < 1:
-        image = image.resize((round(image.width * scale), round(image.height * scale)),
-                             Image.Resampling.BILINEAR)
+        image = image.resize(
+            (round(image.width * scale), round(image.height * scale)), Image.Resampling.BILINEAR
+        )
     return image
 
 
-def play(checkpoint: Path, max_frames: int = MAX_FRAMES) -> tuple[list[NDArray[np.uint8]], ReplayInfo]:
+def play(
+    checkpoint: Path, max_frames: int = MAX_FRAMES
+) -> tuple[list[NDArray[np.uint8]], ReplayInfo]:
     """The frames of one greedy evaluation episode of the policy in ``checkpoint``."""
     from learners import rng
     from learners.checkpoint import load_policy
@@ -70,23 +75,35 @@ def play(checkpoint: Path, max_frames: int = MAX_FRAMES) -> tuple[list[NDArray[n
             obs, transition = env.step(policy.act(obs))
             if transition.episode_lengths[0] > 0:
                 # The copy has already been reset: its frame would show the next episode.
-                return frames, ReplayInfo(len(frames), float(transition.episode_returns[0]),
-                                          int(transition.episode_lengths[0]))
+                return frames, ReplayInfo(
+                    len(frames),
+                    float(transition.episode_returns[0]),
+                    int(transition.episode_lengths[0]),
+                )
             frames.append(env.render().copy())
         return frames, ReplayInfo(len(frames), None, len(frames) - 1)
     finally:
         env.close()
 
 
-def write_gif(frames: Sequence[NDArray[np.uint8]], out: Path, fps: int = 20,
-              max_side: int = MAX_SIDE) -> None:
+def write_gif(
+    frames: Sequence[NDArray[np.uint8]], out: Path, fps: int = 20, max_side: int = MAX_SIDE
+) -> None:
     """Write ``frames`` to ``out`` as a looping GIF, each frame at most ``max_side`` pixels wide."""
     images = [_shrink(f, max_side) for f in frames]
-    images[0].save(out, format="GIF", save_all=True, append_images=images[1:],
-                   duration=max(1, round(1000 / fps)), loop=0)
+    images[0].save(
+        out,
+        format="GIF",
+        save_all=True,
+        append_images=images[1:],
+        duration=max(1, round(1000 / fps)),
+        loop=0,
+    )
 
 
-def render(checkpoint: Path, out: Path, *, max_frames: int = MAX_FRAMES, fps: int = 20) -> ReplayInfo:
+def render(
+    checkpoint: Path, out: Path, *, max_frames: int = MAX_FRAMES, fps: int = 20
+) -> ReplayInfo:
     """Render the checkpoint's evaluation episode to the GIF ``out``."""
     frames, info = play(checkpoint, max_frames)
     write_gif(frames, out, fps)
@@ -95,13 +112,23 @@ def render(checkpoint: Path, out: Path, *, max_frames: int = MAX_FRAMES, fps: in
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: render, then print what was rendered as one JSON line."""
-    parser = argparse.ArgumentParser(prog="python -m learners.replay", description=__doc__.split("\n")[0])
-    parser.add_argument("--checkpoint", type=Path, required=True, help="a MARLForge checkpoint file")
+    parser = argparse.ArgumentParser(
+        prog="python -m learners.replay", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--checkpoint", type=Path, required=True, help="a MARLForge checkpoint file"
+    )
     parser.add_argument("--out", type=Path, required=True, help="where to write the GIF")
     parser.add_argument("--max-frames", type=int, default=MAX_FRAMES, help="stop after this many")
     parser.add_argument("--fps", type=int, default=20, help="frames per second of the GIF")
     args = parser.parse_args(argv)
-    info = render(args.checkpoint, args.out, max_frames=args.max_frames, fps=args.fps)
+    try:
+        info = render(args.checkpoint, args.out, max_frames=args.max_frames, fps=args.fps)
+    except ModuleNotFoundError as exc:
+        # The checkpoint's framework (or the env's renderer) is not installed here: a fact about
+        # this machine, not about the checkpoint, so the caller can say so.
+        print(f"{exc.name} is not installed where the replay is rendered", file=sys.stderr)
+        return EXIT_NOT_INSTALLED
     print(json.dumps(asdict(info)))
     return 0
 

@@ -36,7 +36,8 @@ class SpecError(ValueError):
 _STRICT = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
-class EnvSpec(BaseModel):
+# The pydantic mypy plugin gives the synthesised __init__ a ``**kwargs`` beside the ``kwargs`` field.
+class EnvSpec(BaseModel):  # type: ignore[no-redef]
     """Which environment to train on and how many copies to step together."""
 
     model_config = _STRICT

@@ -15,7 +15,7 @@ import importlib
 from pathlib import Path
 
 from learners import checkpoint, rng
-from learners.backends import resolve_device, seed_backend
+from learners.backends import prepare_backend, resolve_device
 from learners.checkpoint import CheckpointError, Manifest, Tensors
 from learners.envs.base import VecEnv
 from learners.envs.catalogue import make_vec_env
@@ -69,7 +69,7 @@ def train(spec: ExperimentSpec, hooks: TrainingHooks, *, resume_from: Path | Non
     if spec.backend not in algo.backends:
         raise ValueError(f"{spec.algorithm} is not built for the {spec.backend} backend")
     device = resolve_device(spec.backend, spec.device)
-    seed_backend(spec.backend, spec.seed)
+    prepare_backend(spec.backend, spec.seed)
     runner = importlib.import_module(f"learners.runners.{algo.runner.value}")
     env = make_vec_env(spec.env, spec.seed)
     eval_env: VecEnv | None = None

@@ -20,7 +20,7 @@ class EnvironmentOut(BaseModel):
 
     suite: EnvSuite
     id: str
-    kwargs: dict[str, Any] = Field(
+    env_kwargs: dict[str, Any] = Field(
         description="Constructor arguments the algorithm needs on this env (e.g. mpe2's "
         "`continuous_actions`); put them in the spec's `env.kwargs`."
     )
@@ -38,7 +38,8 @@ class AlgorithmOut(BaseModel):
     summary: str
     multi_agent: bool
     backends: list[Backend] = Field(
-        description="The backends it is built for, in the order of `all_backends` (others are refused)."
+        description="The backends it is built for, in the order of `all_backends` (a spec naming "
+        "another is refused)."
     )
     all_backends: list[Backend] = Field(description="Every backend MARLForge knows.")
     suites: list[EnvSuite] = Field(description="The environment suites it trains on.")
@@ -61,8 +62,14 @@ def _environments(algo: AlgorithmEntry) -> list[EnvironmentOut]:
     for suite in sorted(algo.suites):
         for env_id in env_ids(suite):
             defaults = algo.config.resolve(suite, env_id, {}).model_dump(mode="json")
-            out.append(EnvironmentOut(suite=suite, id=env_id, kwargs=_kwargs(algo, suite),
-                                      hyperparameter_defaults=defaults))
+            out.append(
+                EnvironmentOut(
+                    suite=suite,
+                    id=env_id,
+                    env_kwargs=_kwargs(algo, suite),
+                    hyperparameter_defaults=defaults,
+                )
+            )
     return out
 
 

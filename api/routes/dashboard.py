@@ -1,7 +1,7 @@
 """The browser dashboard: ``/`` serves its page, ``/static/...`` its scripts and styles.
 
-Everything it needs ships in ``api/static`` (no CDN, no build step): plain ES modules and an SVG chart
-of our own, so the dashboard works offline and is served by the API like any other route.
+Everything it needs ships in ``api/static`` (no CDN, no build step): plain ES modules and an SVG
+chart of our own, so the dashboard works offline and is served by the API like any other route.
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ _HEADERS = {"cache-control": "no-cache"}
 
 @router.get("/")
 def index() -> FileResponse:
-    return FileResponse(STATIC_DIR / "index.html", media_type=_MEDIA_TYPES[".html"], headers=_HEADERS)
+    return FileResponse(
+        STATIC_DIR / "index.html", media_type=_MEDIA_TYPES[".html"], headers=_HEADERS
+    )
 
 
 @router.get("/static/{path:path}")

@@ -90,7 +90,9 @@ def _parse_kinds(kinds: str | None) -> set[EventKind]:
     unknown = sorted(wanted - set(EventKind))
     if unknown:
         reason = f"unknown kind(s) {', '.join(unknown)}; kinds are {', '.join(EventKind)}"
-        raise ApiError(422, "invalid_request", f"kinds: {reason}", [FieldProblem(field="kinds", reason=reason)])
+        raise ApiError(
+            422, "invalid_request", f"kinds: {reason}", [FieldProblem(field="kinds", reason=reason)]
+        )
     return {EventKind(k) for k in wanted}
 
 
@@ -100,8 +102,12 @@ def _cursor(last_event_id: str | None, after: int | None) -> int:
         return after or 0
     if not last_event_id.strip().isdigit():
         reason = "must be an event id (a non-negative integer)"
-        raise ApiError(422, "invalid_request", f"Last-Event-ID: {reason}",
-                       [FieldProblem(field="Last-Event-ID", reason=reason)])
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"Last-Event-ID: {reason}",
+            [FieldProblem(field="Last-Event-ID", reason=reason)],
+        )
     return int(last_event_id)
 
 
@@ -136,8 +142,11 @@ async def _stream(
     "while nothing happens. `?format=json` returns the same events as a page instead "
     "(`after`, `limit`), for polling clients; `kinds` keeps only some kinds.",
     responses={
-        200: {"model": EventPage, "content": {"text/event-stream": {}},
-              "description": "The stream, or a page of events with `format=json`."},
+        200: {
+            "model": EventPage,
+            "content": {"text/event-stream": {}},
+            "description": "The stream, or a page of events with `format=json`.",
+        },
         **error_responses(404, 422),
     },
 )
@@ -166,7 +175,12 @@ async def read_events(
 
 
 async def _json_page(
-    bus: EventBus, experiment_id: str, after: int, limit: int, kinds: set[EventKind], head: StreamHead
+    bus: EventBus,
+    experiment_id: str,
+    after: int,
+    limit: int,
+    kinds: set[EventKind],
+    head: StreamHead,
 ) -> EventPage:
     # ``head`` was read before the events: everything up to its id is in this read, and a status
     # event above it is newer than its status.
@@ -178,9 +192,13 @@ async def _json_page(
         if event.kind == EventKind.STATUS and event.id > head.last_id:
             status = event.payload.get("to")
     finished = not more and status is not None and ExperimentStatus(status).is_terminal
-    items = [EventOut(id=e.id, kind=e.kind, at=e.created_at.isoformat(), data=event_data(e))
-             for e in events]
-    return EventPage(items=items, next_after=next_after, more=more, status=status, finished=finished)
+    items = [
+        EventOut(id=e.id, kind=e.kind, at=e.created_at.isoformat(), data=event_data(e))
+        for e in events
+    ]
+    return EventPage(
+        items=items, next_after=next_after, more=more, status=status, finished=finished
+    )
 
 
 @router.get(
@@ -193,8 +211,14 @@ async def _json_page(
 def read_timeline(experiment_id: ExperimentId, session: SessionDep) -> Timeline:
     service.get(session, experiment_id)
     rows = EventRepository(session).transitions(experiment_id)
-    return Timeline(items=[
-        TransitionOut(from_status=r.from_status, to_status=r.to_status, reason=r.reason,
-                      at=r.created_at.isoformat())
-        for r in rows
-    ])
+    return Timeline(
+        items=[
+            TransitionOut(
+                from_status=r.from_status,
+                to_status=r.to_status,
+                reason=r.reason,
+                at=r.created_at.isoformat(),
+            )
+            for r in rows
+        ]
+    )

@@ -50,7 +50,9 @@ def _split(text: str | None) -> list[str]:
 
 
 def _bad(field: str, reason: str) -> ApiError:
-    return ApiError(422, "invalid_request", f"{field}: {reason}", [FieldProblem(field=field, reason=reason)])
+    return ApiError(
+        422, "invalid_request", f"{field}: {reason}", [FieldProblem(field=field, reason=reason)]
+    )
 
 
 def _experiment_ids(text: str) -> list[str]:
@@ -71,8 +73,12 @@ def _load(
     repo = SeriesRepository(session)
     missing = [i for i in ids if i not in repo.existing(ids)]
     if missing:
-        raise ApiError(404, "not_found", f"no experiment with id {', '.join(missing)}",
-                       [FieldProblem(field="experiment_ids", reason=f"unknown: {', '.join(missing)}")])
+        raise ApiError(
+            404,
+            "not_found",
+            f"no experiment with id {', '.join(missing)}",
+            [FieldProblem(field="experiment_ids", reason=f"unknown: {', '.join(missing)}")],
+        )
     # Cursors first: a point committed after them arrives on the stream as well.
     cursors = EventStreamRepository(session).latest_ids(ids)
     pairs = [(e, n) for e, n in repo.names(ids) if not names or n in names]
@@ -87,8 +93,15 @@ def _csv(rows: list[tuple[str, str, list[Point]]]) -> Iterator[str]:
     writer.writerow(["experiment_id", "name", "step", "value", "wall_time"])
     for experiment_id, name, points in rows:
         for p in points:
-            writer.writerow([experiment_id, name, p.step, "" if p.value is None else repr(p.value),
-                             repr(p.wall_time)])
+            writer.writerow(
+                [
+                    experiment_id,
+                    name,
+                    p.step,
+                    "" if p.value is None else repr(p.value),
+                    repr(p.wall_time),
+                ]
+            )
             if buffer.tell() > 1 << 16:
                 yield buffer.getvalue()
                 buffer.seek(0)
@@ -132,8 +145,15 @@ def read_series(
             headers={"content-disposition": 'attachment; filename="metrics.csv"'},
         )
     return SeriesSet(
-        series=[Series(experiment_id=e, name=n, total_points=len(full),
-                       steps=[p.step for p in kept], values=[p.value for p in kept])
-                for e, n, full, kept in shrunk],
+        series=[
+            Series(
+                experiment_id=e,
+                name=n,
+                total_points=len(full),
+                steps=[p.step for p in kept],
+                values=[p.value for p in kept],
+            )
+            for e, n, full, kept in shrunk
+        ],
         event_cursors=cursors,
     )

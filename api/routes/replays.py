@@ -1,4 +1,4 @@
-"""``.../checkpoints/{checkpoint_id}/replay.gif``: one evaluation episode of a checkpoint, animated."""
+"""``.../checkpoints/{checkpoint_id}/replay.gif``: one evaluation episode of a checkpoint."""
 
 from __future__ import annotations
 
@@ -8,11 +8,17 @@ from starlette.concurrency import run_in_threadpool
 
 from api.deps import ExperimentId, ServicesDep
 from api.errors import ApiError, error_responses
-from api.replays import ReplayError, ReplayRenderer
+from api.replays import ReplayError, ReplayFailure, ReplayRenderer
 from core.models import Checkpoint
 from core.repositories import CheckpointRepository
 
 router = APIRouter(prefix="/v1/experiments", tags=["artifacts"])
+
+_FAILURES = {
+    ReplayFailure.FAILED: (500, "replay_failed"),
+    ReplayFailure.TIMED_OUT: (504, "replay_timeout"),
+    ReplayFailure.NOT_INSTALLED: (503, "replay_unavailable"),
+}
 
 
 def _renderer(request: Request) -> ReplayRenderer:
@@ -47,6 +53,7 @@ def _checkpoint(services: ServicesDep, experiment_id: str, checkpoint_id: str) -
         200: {"content": {"image/gif": {}}, "description": "The GIF."},
         **error_responses(404),
         500: {"description": "The renderer failed; `error.message` says why."},
+        503: {"description": "This API host lacks the checkpoint's framework (see docs)."},
         504: {"description": "Rendering took too long."},
     },
 )
@@ -57,7 +64,8 @@ async def replay_gif(
     try:
         path = await _renderer(request).gif(row)
     except ReplayError as exc:
-        status, code = (504, "replay_timeout") if exc.timed_out else (500, "replay_failed")
-        raise ApiError(status, code, f"could not render the replay of checkpoint "
-                       f"{checkpoint_id}: {exc}") from None
+        status, code = _FAILURES[exc.failure]
+        raise ApiError(
+            status, code, f"could not render the replay of checkpoint {checkpoint_id}: {exc}"
+        ) from None
     return FileResponse(path, media_type="image/gif", headers={"cache-control": "no-cache"})

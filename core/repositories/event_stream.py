@@ -33,7 +33,9 @@ class StoredEvent:
     @classmethod
     def of(cls, row: ExperimentEvent) -> StoredEvent:
         """The event of a database row."""
-        return cls(row.id, row.experiment_id, EventKind(row.kind), dict(row.payload), row.created_at)
+        return cls(
+            row.id, row.experiment_id, EventKind(row.kind), dict(row.payload), row.created_at
+        )
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,8 @@ class EventStreamRepository:
         limit: int,
         kinds: Collection[EventKind] = (),
     ) -> list[StoredEvent]:
-        """Up to ``limit`` events with an id above ``after_id``, oldest first; only ``kinds`` if given."""
+        """Up to ``limit`` events with an id above ``after_id``, oldest first (only ``kinds``, if
+        given)."""
         query = (
             select(ExperimentEvent)
             .where(ExperimentEvent.experiment_id == experiment_id, ExperimentEvent.id > after_id)
@@ -77,7 +80,9 @@ class EventStreamRepository:
         # The id first, then the status at or below it: a transition committed in between is
         # above the id and is read as an ordinary event later.
         last_id = self.session.scalar(
-            select(func.max(ExperimentEvent.id)).where(ExperimentEvent.experiment_id == experiment_id)
+            select(func.max(ExperimentEvent.id)).where(
+                ExperimentEvent.experiment_id == experiment_id
+            )
         )
         if last_id is None:
             return StreamHead(0, None)
@@ -107,6 +112,8 @@ class EventStreamRepository:
     def last_id(self, experiment_id: str) -> int:
         """The experiment's newest event id (0 when it has none)."""
         value = self.session.scalar(
-            select(func.max(ExperimentEvent.id)).where(ExperimentEvent.experiment_id == experiment_id)
+            select(func.max(ExperimentEvent.id)).where(
+                ExperimentEvent.experiment_id == experiment_id
+            )
         )
         return int(value or 0)

@@ -39,5 +39,7 @@ class SeriesRepository:
             .where(MetricPointRow.experiment_id == experiment_id, MetricPointRow.name == name)
             .order_by(MetricPointRow.step)
         )
-        return [Point(int(s), None if v is None else float(v), float(w))
-                for s, v, w in self.session.execute(query)]
+        return [
+            Point(int(s), None if v is None else float(v), float(w))
+            for s, v, w in self.session.execute(query)
+        ]

@@ -52,7 +52,8 @@ class DDPGConfig(AlgorithmConfig):
     updates_per_step: float = Field(default=1.0, gt=0, le=64)
     """Gradient steps per env step (counted over all parallel envs)."""
     exploration_noise: float = Field(default=0.1, ge=0, le=10)
-    """Std of the Gaussian noise added to actions, as a fraction of the action range's half-width."""
+    """Std of the Gaussian noise added to actions, as a fraction of the action range's half-width
+    (actions live in [-1, 1])."""
     hidden_sizes: tuple[int, ...] = Field(default=(256, 256), min_length=1, max_length=8)
     """Widths of the hidden layers of actor and critic (ReLU)."""
     max_grad_norm: float | None = Field(default=None, gt=0)

@@ -60,11 +60,14 @@ def explore_discrete(
     i.e. a draw from softmax(logits) restricted to them."""
     scores = logits + rng.gumbel(size=logits.shape).astype(np.float32)
     scores = np.where(avail_actions > 0.5, scores, -np.inf)
-    return np.argmax(scores, axis=-1).astype(np.int64)
+    actions: NDArray[np.int64] = np.argmax(scores, axis=-1).astype(np.int64)
+    return actions
 
 
 def greedy_discrete(
     logits: NDArray[np.float32], avail_actions: NDArray[np.float32]
 ) -> NDArray[np.int64]:
     """argmax(logits) over the available actions."""
-    return np.argmax(np.where(avail_actions > 0.5, logits, -np.inf), axis=-1).astype(np.int64)
+    scores = np.where(avail_actions > 0.5, logits, -np.inf)
+    actions: NDArray[np.int64] = np.argmax(scores, axis=-1).astype(np.int64)
+    return actions

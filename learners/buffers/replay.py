@@ -70,8 +70,9 @@ class ReplayBuffer:
     def __init__(self, info: EnvInfo, capacity: int, *, with_state: bool = False) -> None:
         self.capacity = capacity
         self._shapes = _row_shapes(info, with_state)
-        self._data = {
-            name: np.zeros((capacity, *shape), dtype) for name, (shape, dtype) in self._shapes.items()
+        self._data: dict[str, Array] = {
+            name: np.zeros((capacity, *shape), dtype)
+            for name, (shape, dtype) in self._shapes.items()
         }
         self.position = 0
         self.size = 0
@@ -127,11 +128,15 @@ class ReplayBuffer:
         """Restore what ``state`` returned."""
         size = int(tensors["replay/obs"].shape[0])
         if size > self.capacity:
-            raise ValueError(f"the checkpoint holds {size} transitions; capacity is {self.capacity}")
+            raise ValueError(
+                f"the checkpoint holds {size} transitions; capacity is {self.capacity}"
+            )
         for name, array in self._data.items():
             stored = tensors[f"replay/{name}"]
             if stored.shape[1:] != array.shape[1:]:
-                raise ValueError(f"replay/{name} has shape {stored.shape[1:]} per row, not {array.shape[1:]}")
+                raise ValueError(
+                    f"replay/{name} has shape {stored.shape[1:]} per row, not {array.shape[1:]}"
+                )
             array[:size] = stored
         self.size = size
         self.position = int(tensors["replay/position"])

@@ -16,7 +16,8 @@ one set of runners and buffers serves both.
   linearly onto the env's own bounds (``EnvInfo.action_low``/``action_high``), so every learner can
   use a ``tanh`` actor and one noise scale whatever the env.
 - Episode ``k`` of copy ``i`` is seeded from ``(seed, i, k)`` (``episode_seed``), so a run that
-  restarts its envs at the episode indices it had reached replays exactly the episodes it would have.
+  restarts its envs at the episode indices it had reached replays exactly the episodes it would
+  have played.
 - The arrays an env returns are its own preallocated buffers, double-buffered: they stay valid
   through the next ``step`` and are overwritten by the one after. Copy what you keep longer.
 """
@@ -87,9 +88,10 @@ class Transition:
     final_state: FloatArray
     """(E, state_dim) likewise for the global state."""
     final_avail_actions: FloatArray
-    """(E, N, action_dim) likewise for the available actions (what a bootstrap may maximise over)."""
+    """(E, N, action_dim) likewise for the available actions (what a bootstrap maximises over)."""
     episode_returns: FloatArray
-    """(E,) for ended episodes: the mean over agents of each agent's undiscounted return; NaN otherwise."""
+    """(E,) for ended episodes: the mean over agents of each agent's undiscounted return (else
+    NaN)."""
     episode_lengths: NDArray[np.int64]
     """(E,) for ended episodes: their length in steps; 0 otherwise."""
 

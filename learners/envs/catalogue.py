@@ -95,8 +95,9 @@ def _type_error(value: Any, default: Any) -> str | None:
     elif isinstance(default, str):
         ok, wanted = isinstance(value, str), "a string"
     elif isinstance(default, tuple | list):
-        ok, wanted = isinstance(value, list) and len(value) == len(default), (
-            f"a list of {len(default)} values"
+        ok, wanted = (
+            isinstance(value, list) and len(value) == len(default),
+            (f"a list of {len(default)} values"),
         )
     elif isinstance(default, dict):
         ok, wanted = isinstance(value, dict), "an object"
@@ -114,7 +115,9 @@ def _kwarg_errors(suite: EnvSuite, env_id: str, kwargs: Mapping[str, Any]) -> li
             errors.append(FieldError(field, RESERVED_KWARGS[name]))
         elif name not in params:
             takes = ", ".join(sorted(n for n in params if n not in RESERVED_KWARGS))
-            errors.append(FieldError(field, f"{env_id} takes no argument {name!r} (it takes: {takes})"))
+            errors.append(
+                FieldError(field, f"{env_id} takes no argument {name!r} (it takes: {takes})")
+            )
         elif (reason := _type_error(value, params[name].default)) is not None:
             errors.append(FieldError(field, reason))
     return errors
@@ -124,7 +127,9 @@ def action_kind(suite: EnvSuite, env_id: str, kwargs: Mapping[str, Any]) -> Acti
     """The action kind a (validated) env spec gives."""
     if suite == EnvSuite.GYMNASIUM:
         return GYMNASIUM_ENVS[env_id]
-    return ActionKind.CONTINUOUS if kwargs.get("continuous_actions") is True else ActionKind.DISCRETE
+    return (
+        ActionKind.CONTINUOUS if kwargs.get("continuous_actions") is True else ActionKind.DISCRETE
+    )
 
 
 def validate_env(
@@ -145,12 +150,15 @@ def validate_env(
             errors.append(
                 FieldError(
                     "env.kwargs.continuous_actions",
-                    f"{algo_entry.algorithm} needs {needs} actions: set continuous_actions to {flag}",
+                    f"{algo_entry.algorithm} needs {needs} actions: "
+                    f"set continuous_actions to {flag}",
                 )
             )
         else:
             errors.append(
-                FieldError("env.id", f"{algo_entry.algorithm} needs {needs} actions; {env_id} has {kind}")
+                FieldError(
+                    "env.id", f"{algo_entry.algorithm} needs {needs} actions; {env_id} has {kind}"
+                )
             )
     return errors
 

@@ -76,7 +76,9 @@ class MPEVecEnv:
             assert self.info.action_low is not None and self.info.action_high is not None
             self._half_range = 0.5 * (self.info.action_high - self.info.action_low)
             self._offset = self.info.action_low + self._half_range
-            self._action = np.zeros((num_envs, self.info.num_agents, self.info.action_dim), np.float32)
+            self._action = np.zeros(
+                (num_envs, self.info.num_agents, self.info.action_dim), np.float32
+            )
         # One action dict per copy, refilled each step; its values are views or Python ints.
         self._action_dicts: list[dict[str, Any]] = [{} for _ in range(num_envs)]
         self._seed = seed

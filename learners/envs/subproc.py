@@ -9,6 +9,7 @@ against the pickling and pipe round trip; ``docs/learners.md`` has the figures t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import multiprocessing as mp
 from collections.abc import Callable
@@ -124,10 +125,8 @@ class SubprocVecEnv:
 
     def close(self) -> None:
         for conn in self._conns:
-            try:
+            with contextlib.suppress(BrokenPipeError, OSError):  # the worker may be gone
                 conn.send(("close", ()))
-            except (BrokenPipeError, OSError):
-                pass
             conn.close()
         for proc in self._procs:
             proc.join(timeout=5)

@@ -29,6 +29,7 @@ from learners.checkpoint import Manifest, Tensors
 from learners.config import AlgorithmConfig
 from learners.envs.base import Transition, VecEnv
 from learners.hooks import MetricPoint, TrainingHooks
+from learners.learner import EpisodicMemory
 from learners.registry import AlgorithmEntry
 from learners.spec import ExperimentSpec
 
@@ -49,7 +50,7 @@ class RunContext:
     env: VecEnv
     eval_env: VecEnv
     learner: Any
-    """The registry's learner class for the spec's backend; each runner narrows it to its protocol."""
+    """The registry's learner for the spec's backend; each runner narrows it to its protocol."""
     hooks: TrainingHooks
     device: str
     rng: np.random.Generator
@@ -74,13 +75,11 @@ class Every:
     def __init__(self, every: int, step: int) -> None:
         self.every = every
         self.next = (step // every + 1) * every
-        self.last_fired: int | None = None
 
     def due(self, step: int) -> bool:
         if step < self.next:
             return False
         self.next = (step // self.every + 1) * self.every
-        self.last_fired = step
         return True
 
 
@@ -149,14 +148,23 @@ def evaluate(ctx: RunContext) -> dict[str, float]:
     returns: list[float] = []
     lengths: list[int] = []
     obs = env.reset(episode_index=np.zeros(copies, np.int64))
+    # A recurrent policy starts every evaluation episode from a fresh state.
+    memory = ctx.learner if isinstance(ctx.learner, EpisodicMemory) else None
+    if memory is not None:
+        memory.end_episodes(np.ones(copies, np.bool_))
     while (played < quota).any():
         obs, transition = env.step(ctx.learner.act(obs, explore=False))
+        if memory is not None:
+            memory.end_episodes(transition.terminated | transition.truncated)
         for i in np.flatnonzero(transition.episode_lengths):
             if played[i] < quota[i]:
                 returns.append(float(transition.episode_returns[i]))
                 lengths.append(int(transition.episode_lengths[i]))
                 played[i] += 1
-    return {"eval/episode_return": float(np.mean(returns)), "eval/episode_length": float(np.mean(lengths))}
+    return {
+        "eval/episode_return": float(np.mean(returns)),
+        "eval/episode_length": float(np.mean(lengths)),
+    }
 
 
 def build_manifest(ctx: RunContext, runner: dict[str, JsonValue]) -> Manifest:
@@ -214,7 +222,7 @@ class Loop:
 
     def tick(self) -> bool:
         """The work due at the current step; True when the loop must end (budget spent, or a stop
-        was asked for). Runners loop ``while not loop.tick(): <one iteration>``, then ``finish()``."""
+        was asked for). Runners loop ``while not loop.tick(): <iteration>``, then ``finish()``."""
         step = self._ctx.step
         if self._eval.due(step):
             self._evaluate()

@@ -57,14 +57,15 @@ class OffPolicyConfig(Protocol):
 
 
 def random_actions(info: EnvInfo, obs: Observation, rng: np.random.Generator) -> NDArray[Any]:
-    """Uniform actions: in [-1, 1] for continuous ones, over the available ones for discrete ones."""
+    """Uniform actions: in [-1, 1] if continuous, over the available actions if discrete."""
     shape = (info.num_envs, info.num_agents)
     if info.action_kind == "continuous":
         return rng.uniform(-1.0, 1.0, (*shape, info.action_dim)).astype(np.float32)
     # Gumbel-max over log(avail): unavailable actions get -inf and are never drawn.
     with np.errstate(divide="ignore"):
         scores = np.log(obs.avail_actions) + rng.gumbel(size=obs.avail_actions.shape)
-    return np.argmax(scores, axis=-1).astype(np.int64)
+    actions: NDArray[np.int64] = np.argmax(scores, axis=-1).astype(np.int64)
+    return actions
 
 
 class OffPolicyRunner:

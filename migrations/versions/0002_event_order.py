@@ -1,9 +1,9 @@
 """Events of one experiment commit in the order of their ids (PostgreSQL).
 
-A stream reader resumes "after event id N" (SSE ``Last-Event-ID``). That is only gap-free if no event
-of the experiment with an id below N can still commit after the reader has seen N. With a plain
-sequence it can: the worker's transaction takes id 10, the API's cancel takes id 11 and commits
-first, a reader sees 11 and later resumes after it, never seeing 10.
+A stream reader resumes "after event id N" (SSE ``Last-Event-ID``). That is only gap-free if no
+event of the experiment with an id below N can still commit after the reader has seen N. With a
+plain sequence it can: the worker's transaction takes id 10, the API's cancel takes id 11 and
+commits first, a reader sees 11 and later resumes after it, never seeing 10.
 
 This trigger makes every insert into ``experiment_events`` first lock its experiment's row
 (``FOR NO KEY UPDATE``: it does not conflict with the key-share locks that foreign keys take, so it

@@ -23,7 +23,9 @@ def test_unknown_env_id() -> None:
 
 
 def test_kwarg_the_constructor_does_not_take() -> None:
-    errors = validate_env(EnvSuite.GYMNASIUM, "Pendulum-v1", {"gravity": 9.8}, entry(Algorithm.DDPG))
+    errors = validate_env(
+        EnvSuite.GYMNASIUM, "Pendulum-v1", {"gravity": 9.8}, entry(Algorithm.DDPG)
+    )
     assert fields_of(errors) == ["env.kwargs.gravity"]
     assert "'g'" not in errors[0].reason and "g" in errors[0].reason.split("takes: ")[1]
 
@@ -32,7 +34,10 @@ def test_kwargs_the_constructor_takes() -> None:
     ddpg = entry(Algorithm.DDPG)
     assert validate_env(EnvSuite.GYMNASIUM, "Pendulum-v1", {"g": 9.81}, ddpg) == []
     # MuJoCo envs forward **kwargs to MujocoEnv: its parameters count as taken.
-    assert validate_env(EnvSuite.GYMNASIUM, "Hopper-v5", {"ctrl_cost_weight": 0.01, "width": 64}, ddpg) == []
+    assert (
+        validate_env(EnvSuite.GYMNASIUM, "Hopper-v5", {"ctrl_cost_weight": 0.01, "width": 64}, ddpg)
+        == []
+    )
 
 
 @pytest.mark.parametrize(
@@ -56,7 +61,10 @@ def test_refused_kwargs(kwargs: dict[str, Any], field: str) -> None:
 
 def test_action_kind_comes_from_the_continuous_actions_flag() -> None:
     assert action_kind(EnvSuite.MPE, "simple_tag_v3", {}) == ActionKind.DISCRETE
-    assert action_kind(EnvSuite.MPE, "simple_tag_v3", {"continuous_actions": True}) == ActionKind.CONTINUOUS
+    assert (
+        action_kind(EnvSuite.MPE, "simple_tag_v3", {"continuous_actions": True})
+        == ActionKind.CONTINUOUS
+    )
     assert action_kind(EnvSuite.GYMNASIUM, "HalfCheetah-v5", {}) == ActionKind.CONTINUOUS
 
 
@@ -64,7 +72,10 @@ def test_action_kind_comes_from_the_continuous_actions_flag() -> None:
 def test_action_kind_mismatch_names_the_flag(algo: Any) -> None:
     for kind in ActionKind:
         errors = validate_env(
-            EnvSuite.MPE, "simple_spread_v3", {"continuous_actions": kind == ActionKind.CONTINUOUS}, algo
+            EnvSuite.MPE,
+            "simple_spread_v3",
+            {"continuous_actions": kind == ActionKind.CONTINUOUS},
+            algo,
         )
         if kind in algo.action_kinds:
             assert errors == []

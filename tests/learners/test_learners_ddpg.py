@@ -49,7 +49,10 @@ def numpy_mlp(state: dict[str, np.ndarray], prefix: str, x: np.ndarray, tanh: bo
     indices = sorted({int(k.split(".")[2]) for k in state if k.startswith(f"{prefix}.layers.")})
     h = x.astype(np.float64)
     for n, i in enumerate(indices):
-        h = h @ state[f"{prefix}.layers.{i}.weight"].T.astype(np.float64) + state[f"{prefix}.layers.{i}.bias"]
+        h = (
+            h @ state[f"{prefix}.layers.{i}.weight"].T.astype(np.float64)
+            + state[f"{prefix}.layers.{i}.bias"]
+        )
         if n < len(indices) - 1:
             h = np.maximum(h, 0.0)
     return np.tanh(h) if tanh else h
@@ -86,7 +89,9 @@ def test_one_update_matches_the_textbook_update(env: GymnasiumVecEnv, buffer: Re
     ref.actor_optimizer.step()
 
     for net in ("actor", "critic"):
-        for (name, a), b in zip(getattr(learner, net).named_parameters(), getattr(ref, net).parameters()):
+        for (name, a), b in zip(
+            getattr(learner, net).named_parameters(), getattr(ref, net).parameters(), strict=True
+        ):
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=f"{net}.{name}")
 
 
@@ -95,7 +100,9 @@ def test_target_q_carries_no_gradient(env: GymnasiumVecEnv, buffer: ReplayBuffer
     seen: list[bool] = []
 
     class Probe(TorchDDPG):
-        def _q(self, obs: torch.Tensor, actions: torch.Tensor, *, target: bool = False) -> torch.Tensor:
+        def _q(
+            self, obs: torch.Tensor, actions: torch.Tensor, *, target: bool = False
+        ) -> torch.Tensor:
             q = super()._q(obs, actions, target=target)
             if target:
                 seen.append(q.requires_grad or actions.requires_grad)
@@ -117,8 +124,12 @@ def test_soft_update_math(env: GymnasiumVecEnv, buffer: ReplayBuffer) -> None:
     for live in ("actor", "critic"):
         for name in (k for k in before if k.startswith(f"{live}.")):
             target = f"target_{name}"
-            expected = (1 - CONFIG.tau) * before[target].astype(np.float64) + CONFIG.tau * after[name]
-            np.testing.assert_allclose(after[target], expected, rtol=1e-5, atol=1e-7, err_msg=target)
+            expected = (1 - CONFIG.tau) * before[target].astype(np.float64) + CONFIG.tau * after[
+                name
+            ]
+            np.testing.assert_allclose(
+                after[target], expected, rtol=1e-5, atol=1e-7, err_msg=target
+            )
 
 
 def test_termination_stops_the_bootstrap_and_truncation_does_not(
@@ -153,4 +164,6 @@ def test_exploration_noise_and_determinism(env: GymnasiumVecEnv) -> None:
     # Near-zero initial actions: the noise is N(0, 0.3^2), barely clipped.
     assert noisy.std() == pytest.approx(0.3, rel=0.1)
     with pytest.raises(ValueError, match="continuous"):
-        TorchDDPG(CONFIG, type(env.info)(**{**env.info.__dict__, "action_kind": "discrete"}), "cpu", 0)
+        TorchDDPG(
+            CONFIG, type(env.info)(**{**env.info.__dict__, "action_kind": "discrete"}), "cpu", 0
+        )

@@ -1,5 +1,5 @@
-"""The env adapters: shapes, masks and padding, truncation vs termination with the final observation,
-automatic reset, action scaling, per-episode seeding, and subprocess stepping."""
+"""The env adapters: shapes, masks and padding, truncation vs termination with the final
+observation, automatic reset, action scaling, per-episode seeding, and subprocess stepping."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from learners.enums import EnvSuite
 from learners.envs.base import episode_seed
-from learners.envs.catalogue import make_vec_env
+from learners.envs.catalogue import GYMNASIUM_ENVS, make_vec_env
 from learners.envs.gymnasium_env import GymnasiumVecEnv
 from learners.envs.mpe import MPEVecEnv
 from learners.spec import EnvSpec
@@ -50,6 +50,21 @@ def test_mpe_shapes_padding_and_masks(env_id: str, continuous: bool) -> None:
     # MPE's global state is every agent's observation, concatenated in agent order.
     real = np.concatenate([obs.obs[0, j, :d] for j, d in enumerate(obs_dims)])
     np.testing.assert_array_equal(obs.state[0], real)
+    env.close()
+
+
+@pytest.mark.parametrize("env_id", sorted(GYMNASIUM_ENVS))
+def test_gymnasium_shapes(env_id: str) -> None:
+    env = GymnasiumVecEnv(env_id, {}, 2, seed=0)
+    info = env.info
+    assert info.num_agents == 1 and info.action_kind == "continuous"
+    assert info.state_dim == info.obs_dim and info.max_episode_steps is not None
+    obs = env.reset()
+    assert obs.obs.shape == (2, 1, info.obs_dim) and obs.obs.dtype == np.float32
+    assert obs.avail_actions.shape == (2, 1, 0) and obs.obs_mask.all()
+    next_obs, tr = env.step(np.zeros((2, 1, info.action_dim), np.float32))
+    assert tr.rewards.shape == (2, 1) and np.isfinite(tr.rewards).all()
+    assert not np.array_equal(next_obs.obs, obs.obs)
     env.close()
 
 

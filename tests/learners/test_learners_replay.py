@@ -17,7 +17,15 @@ def fill(env: MPEVecEnv, buffer: ReplayBuffer, steps: int) -> list[tuple]:
         actions = random_actions(env.info, obs, rng)
         next_obs, tr = env.step(actions)
         buffer.add(obs, actions, tr)
-        kept.append((obs.obs.copy(), actions.copy(), tr.rewards.copy(), tr.final_obs.copy(), tr.truncated.copy()))
+        kept.append(
+            (
+                obs.obs.copy(),
+                actions.copy(),
+                tr.rewards.copy(),
+                tr.final_obs.copy(),
+                tr.truncated.copy(),
+            )
+        )
         obs = next_obs
     return kept
 
@@ -54,7 +62,9 @@ def test_sample_shapes_and_state_round_trip() -> None:
     restored.load_state(buffer.state())
     assert (restored.size, restored.position) == (buffer.size, buffer.position)
     again = restored.sample(16, np.random.default_rng(1))
-    np.testing.assert_array_equal(again.next_obs, buffer.sample(16, np.random.default_rng(1)).next_obs)
+    np.testing.assert_array_equal(
+        again.next_obs, buffer.sample(16, np.random.default_rng(1)).next_obs
+    )
 
 
 def test_random_actions_respect_availability() -> None:

@@ -52,9 +52,16 @@ def rollout(env: Any, learner: TorchPPO) -> RolloutBuffer:
 
 
 VARIANTS = [
-    pytest.param(a, c, r, s, id=f"{a}-{'cont' if c else 'disc'}-{'gru' if r else 'mlp'}-"
-                 f"{'shared' if s else 'separate'}")  # fmt: skip
-    for a, c, r, s in itertools.product(["mappo", "ippo"], [False, True], [False, True], [True, False])
+    pytest.param(
+        a,
+        c,
+        r,
+        s,
+        id=f"{a}-{'cont' if c else 'disc'}-{'gru' if r else 'mlp'}-{'shared' if s else 'separate'}",
+    )  # fmt: skip
+    for a, c, r, s in itertools.product(
+        ["mappo", "ippo"], [False, True], [False, True], [True, False]
+    )
 ]
 
 

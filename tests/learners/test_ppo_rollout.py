@@ -82,7 +82,8 @@ def test_chunks_never_cross_an_episode_and_pad_the_rest() -> None:
     fill(buffer, {3: ([False, False], [True, False])})
     chunks = buffer.chunks(4)
     pieces = sorted(
-        (int(e), int(t[0]), int(f.sum())) for e, t, f in zip(chunks.env, chunks.time, chunks.filled)
+        (int(e), int(t[0]), int(f.sum()))
+        for e, t, f in zip(chunks.env, chunks.time, chunks.filled, strict=True)
     )
     # env 0: [0..3] ends an episode, then [4..7], [8..9]; env 1: [0..3], [4..7], [8..9].
     assert pieces == [(0, 0, 4), (0, 4, 4), (0, 8, 2), (1, 0, 4), (1, 4, 4), (1, 8, 2)]
@@ -103,6 +104,8 @@ def test_chunks_cover_every_step_once(length: int, chunk: int) -> None:
     buffer = RolloutBuffer(info(), length, hidden_size=2)
     fill(buffer, {})
     chunks = buffer.chunks(chunk)
-    covered = sorted((int(e), int(t)) for e, ts, fs in zip(chunks.env, chunks.time, chunks.filled)
-                     for t, f in zip(ts, fs) if f > 0)  # fmt: skip
+    rows = zip(chunks.env, chunks.time, chunks.filled, strict=True)
+    covered = sorted(
+        (int(e), int(t)) for e, ts, fs in rows for t, f in zip(ts, fs, strict=True) if f > 0
+    )
     assert covered == [(e, t) for e in range(E) for t in range(length)]

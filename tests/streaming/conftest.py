@@ -75,8 +75,13 @@ def sessions(engine: Engine) -> sessionmaker[Session]:
 @pytest.fixture
 def settings(tmp_path: Path, stream_db: str) -> Settings:
     """An embedded broker in the test's folder (jobs are queued, nobody consumes them)."""
-    return Settings(var_dir=tmp_path / "var", database_url=stream_db, broker_url="filesystem://",
-                    artifacts_dir=tmp_path / "artifacts", queue_prefix="streamtest.")
+    return Settings(
+        var_dir=tmp_path / "var",
+        database_url=stream_db,
+        broker_url="filesystem://",
+        artifacts_dir=tmp_path / "artifacts",
+        queue_prefix="streamtest.",
+    )
 
 
 @pytest.fixture
@@ -96,8 +101,12 @@ def serve(
         app_settings = app_settings or settings
         app = create_app(app_settings, session_factory=sessions, storage=storage)
         if bus is not None:
-            app.state.event_bus = EventBus(sessions, bus, redis_url=redis_url_of(app_settings),
-                                           channel=events_channel(app_settings))
+            app.state.event_bus = EventBus(
+                sessions,
+                bus,
+                redis_url=redis_url_of(app_settings),
+                channel=events_channel(app_settings),
+            )
         servers.append(Server(app))
         return servers[-1]
 
@@ -108,7 +117,9 @@ def serve(
 
 @pytest.fixture
 def start_run(
-    settings: Settings, sessions: sessionmaker[Session], storage: ArtifactStorage,
+    settings: Settings,
+    sessions: sessionmaker[Session],
+    storage: ArtifactStorage,
     tiny_spec: Callable[..., dict[str, Any]],
 ) -> Callable[..., Run]:
     """Submits a tiny spec (queued on the embedded broker) and returns its driver, which writes
@@ -119,10 +130,15 @@ def start_run(
         writer = writer or sessions
         with writer() as session:
             experiment = experiments.submit(session, dispatcher, parse_spec(tiny_spec()))
-        hooks = DatabaseHooks(experiment.id, writer, storage, keep_last=2, total_steps=400,
-                              poll_interval_s=3600, time_limit_s=600)
+        hooks = DatabaseHooks(
+            experiment.id,
+            writer,
+            storage,
+            keep_last=2,
+            total_steps=400,
+            poll_interval_s=3600,
+            time_limit_s=600,
+        )
         return Run(experiment.id, writer, hooks)
 
     return start
-
-

@@ -29,8 +29,9 @@ class Server:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             self.port = sock.getsockname()[1]
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning",
-                                timeout_graceful_shutdown=1)
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=self.port, log_level="warning", timeout_graceful_shutdown=1
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
@@ -63,8 +64,12 @@ class Run:
     def report(self, steps: int = 100) -> None:
         """One batch of metrics and the progress, committed at once."""
         self.step += steps
-        self.hooks.metrics([MetricPoint(self.step, time.time(), n, float(self.step + k))
-                            for k, n in enumerate(self.names)])
+        self.hooks.metrics(
+            [
+                MetricPoint(self.step, time.time(), n, float(self.step + k))
+                for k, n in enumerate(self.names)
+            ]
+        )
         self.hooks.progress(self.step)
         self.hooks.flush()
 
@@ -97,8 +102,9 @@ class SseReader:
         if last_event_id is not None:
             headers["last-event-id"] = str(last_event_id)
         self.client = httpx.Client(timeout=httpx.Timeout(timeout, connect=10))
-        self.response = self.client.send(self.client.build_request("GET", url, headers=headers),
-                                         stream=True)
+        self.response = self.client.send(
+            self.client.build_request("GET", url, headers=headers), stream=True
+        )
         self.comments = 0
         self._lines = self.response.iter_lines()
 
@@ -109,8 +115,11 @@ class SseReader:
             if not line:
                 if "event" in fields or "data" in fields:
                     data = json.loads(fields["data"]) if "data" in fields else None
-                    return SseEvent(int(fields["id"]) if "id" in fields else None,
-                                    fields.get("event", "message"), data)
+                    return SseEvent(
+                        int(fields["id"]) if "id" in fields else None,
+                        fields.get("event", "message"),
+                        data,
+                    )
                 fields.clear()
                 continue
             if line.startswith(":"):

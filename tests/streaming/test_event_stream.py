@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -13,8 +14,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from stream_support import Run, Server, SseEvent, SseReader, db_events
 
 from api.event_bus import BusConfig
+from core import experiments
 from core.enums import ExperimentStatus
+from core.queue import CeleryDispatcher
+from core.settings import Settings
 from core.storage import ArtifactStorage
+from learners.spec import parse_spec
+from workers.orchestration import RunLimits, run_experiment
 
 S = ExperimentStatus
 pytestmark = pytest.mark.integration
@@ -52,8 +58,12 @@ def test_a_stream_sends_the_history_then_live_events_then_end(
     assert metrics is not None
     assert {p["name"] for p in metrics["points"]} == {"train/episode_return", "learner/loss"}
     log = next(e.data for e in received if e.event == "log")
-    assert log == {"level": "warning", "message": "the critic's loss is large", "step": 100,
-                   "at": log["at"]}
+    assert log == {
+        "level": "warning",
+        "message": "the critic's loss is large",
+        "step": 100,
+        "at": log["at"],
+    }
     assert received[-1].data == {"status": "succeeded"}
     assert received[-1].id == received[-2].id  # ``end`` carries the id of the event it follows
 
@@ -89,8 +99,9 @@ def test_a_client_that_reconnects_with_last_event_id_gets_every_event_exactly_on
     first_server.stop()
     time.sleep(0.5)
     second_server = serve(FAST)
-    reader = SseReader(f"{second_server.url}/v1/experiments/{run.id}/events",
-                       last_event_id=received[-1].id)
+    reader = SseReader(
+        f"{second_server.url}/v1/experiments/{run.id}/events", last_event_id=received[-1].id
+    )
     try:
         received.extend(reader.until_end())
     finally:
@@ -168,8 +179,9 @@ def test_missing_and_malformed_experiments_are_404(serve: Callable[..., Server])
     server = serve(FAST)
     for experiment_id in ("01ARZ3NDEKTSV4RRFFQ69G5FAV", "not-an-id"):
         for params in ({}, {"format": "json"}):
-            response = httpx.get(f"{server.url}/v1/experiments/{experiment_id}/events",
-                                 params=params)
+            response = httpx.get(
+                f"{server.url}/v1/experiments/{experiment_id}/events", params=params
+            )
             assert response.status_code == 404
             assert response.json()["error"]["code"] == "not_found"
 
@@ -219,3 +231,32 @@ def test_json_pages_hold_the_same_events_and_say_when_the_run_is_over(
     assert pages[-1]["status"] == "failed"
     assert [i["data"]["to"] for i in only_status["items"]] == ["queued", "running", "failed"]
     assert only_status["items"][-1]["data"]["reason"] == "the critic diverged"
+
+
+def test_a_failed_runs_stream_carries_its_error_then_ends(
+    serve: Callable[..., Server],
+    settings: Settings,
+    sessions: sessionmaker[Session],
+    storage: ArtifactStorage,
+    tiny_spec: Callable[..., dict[str, Any]],
+) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU, so device=cuda would train")
+    server = serve(FAST)
+    with sessions() as session:
+        experiment = experiments.submit(
+            session, CeleryDispatcher(settings), parse_spec(tiny_spec(device="cuda"))
+        )
+    limits = RunLimits(poll_interval_s=0.1, time_limit_s=600, stale_after_s=120)
+    run_experiment(experiment.id, sessions, storage, limits)
+
+    reader = SseReader(f"{server.url}/v1/experiments/{experiment.id}/events")
+    try:
+        events = reader.until_end()
+    finally:
+        reader.close()
+    errors = [e.data for e in events if e.event == "log" and e.data and e.data["level"] == "error"]
+    assert len(errors) == 1 and "cuda" in errors[0]["message"].lower()
+    assert events[-2].data and events[-2].data["to"] == "failed"
+    assert events[-1].data == {"status": "failed"}

@@ -55,8 +55,9 @@ def test_series_of_several_runs_are_shrunk_keeping_their_extremes(
     client: TestClient, two_runs: tuple[Run, Run], sessions: sessionmaker[Session]
 ) -> None:
     a, b = two_runs
-    body = client.get("/v1/metrics",
-                      params={"experiment_ids": f"{b.id},{a.id}", "max_points": 100}).json()
+    body = client.get(
+        "/v1/metrics", params={"experiment_ids": f"{b.id},{a.id}", "max_points": 100}
+    ).json()
 
     series = {(s["experiment_id"], s["name"]): s for s in body["series"]}
     assert list(series) == [(b.id, RETURN), (a.id, "learner/loss"), (a.id, RETURN)]
@@ -65,8 +66,10 @@ def test_series_of_several_runs_are_shrunk_keeping_their_extremes(
     assert {1000.0, -1000.0} <= set(shrunk["values"])
     assert shrunk["steps"][0] == 10 and shrunk["steps"][-1] == 20000
     assert series[(b.id, RETURN)]["values"] == [float(k) for k in range(30)]
-    assert body["event_cursors"] == {a.id: db_events(sessions, a.id)[-1][0],
-                                     b.id: db_events(sessions, b.id)[-1][0]}
+    assert body["event_cursors"] == {
+        a.id: db_events(sessions, a.id)[-1][0],
+        b.id: db_events(sessions, b.id)[-1][0],
+    }
 
 
 def test_names_select_series_and_the_default_is_500_points(
@@ -83,8 +86,10 @@ def test_csv_exports_every_point_unless_asked_to_shrink(
 ) -> None:
     a, b = two_runs
     full = client.get("/v1/metrics", params={"experiment_ids": f"{a.id},{b.id}", "format": "csv"})
-    shrunk = client.get("/v1/metrics", params={"experiment_ids": a.id, "names": RETURN,
-                                               "format": "csv", "max_points": 50})
+    shrunk = client.get(
+        "/v1/metrics",
+        params={"experiment_ids": a.id, "names": RETURN, "format": "csv", "max_points": 50},
+    )
 
     assert full.status_code == 200 and full.headers["content-type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(full.text)))
@@ -100,8 +105,15 @@ def test_bad_metric_queries_name_their_field(client: TestClient, two_runs: tuple
     cases = [
         ({"experiment_ids": f"{a.id},{unknown}"}, 404, "experiment_ids"),
         ({"experiment_ids": "drop table"}, 422, "experiment_ids"),
-        ({"experiment_ids": ",".join([a.id] * 1 + [unknown[:-2] + f"{k:02d}" for k in range(20)])},
-         422, "experiment_ids"),
+        (
+            {
+                "experiment_ids": ",".join(
+                    [a.id] * 1 + [unknown[:-2] + f"{k:02d}" for k in range(20)]
+                )
+            },
+            422,
+            "experiment_ids",
+        ),
         ({"experiment_ids": a.id, "max_points": 2}, 422, "max_points"),
         ({"experiment_ids": a.id, "format": "xlsx"}, 422, "format"),
         ({}, 422, "experiment_ids"),
@@ -123,7 +135,10 @@ def test_the_timeline_lists_every_transition_with_its_reason(
     missing = client.get("/v1/experiments/01ARZ3NDEKTSV4RRFFQ69G5FAV/timeline")
 
     assert [(t["from_status"], t["to_status"]) for t in timeline] == [
-        (None, "queued"), ("queued", "running"), ("running", "failed")]
+        (None, "queued"),
+        ("queued", "running"),
+        ("running", "failed"),
+    ]
     assert timeline[-1]["reason"] == "the critic diverged"
     assert timeline[0]["at"] <= timeline[1]["at"] <= timeline[2]["at"]
     assert missing.status_code == 404

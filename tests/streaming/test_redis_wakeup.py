@@ -28,9 +28,13 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def redis_settings(tmp_path: Path, stream_db: str, redis_url: str) -> Settings:
     """Redis as the broker, under a channel of this test's own."""
-    return Settings(var_dir=tmp_path / "var", database_url=stream_db, broker_url=redis_url,
-                    artifacts_dir=tmp_path / "artifacts",
-                    queue_prefix=f"streamtest-{secrets.token_hex(4)}.")
+    return Settings(
+        var_dir=tmp_path / "var",
+        database_url=stream_db,
+        broker_url=redis_url,
+        artifacts_dir=tmp_path / "artifacts",
+        queue_prefix=f"streamtest-{secrets.token_hex(4)}.",
+    )
 
 
 @pytest.fixture
@@ -62,7 +66,8 @@ def _messages(pubsub: redis.client.PubSub, wait_s: float) -> list[str]:
 
 
 def test_a_commit_publishes_its_experiments_and_a_rollback_nothing(
-    start_run: Callable[..., Run], publishing: sessionmaker[Session],
+    start_run: Callable[..., Run],
+    publishing: sessionmaker[Session],
     channel: redis.client.PubSub,
 ) -> None:
     run = start_run(publishing)
@@ -81,7 +86,9 @@ def test_a_commit_publishes_its_experiments_and_a_rollback_nothing(
 
 
 def test_a_stream_is_woken_by_redis(
-    serve: Callable[..., Server], redis_settings: Settings, start_run: Callable[..., Run],
+    serve: Callable[..., Server],
+    redis_settings: Settings,
+    start_run: Callable[..., Run],
     publishing: sessionmaker[Session],
 ) -> None:
     slow_poll = BusConfig(fallback_poll_s=60.0, keepalive_s=60.0)

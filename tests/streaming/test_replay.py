@@ -33,12 +33,16 @@ def client(
 
 
 def test_a_checkpoint_replays_as_an_animated_gif_rendered_once(
-    client: TestClient, settings: Settings, sessions: sessionmaker[Session],
-    storage: ArtifactStorage, tiny_spec: Callable[..., dict[str, Any]],
+    client: TestClient,
+    settings: Settings,
+    sessions: sessionmaker[Session],
+    storage: ArtifactStorage,
+    tiny_spec: Callable[..., dict[str, Any]],
 ) -> None:
     with sessions() as session:
-        experiment = experiments.submit(session, CeleryDispatcher(settings),
-                                        parse_spec(tiny_spec(total_steps=200)))
+        experiment = experiments.submit(
+            session, CeleryDispatcher(settings), parse_spec(tiny_spec(total_steps=200))
+        )
     limits = RunLimits(poll_interval_s=0.5, time_limit_s=600, stale_after_s=120)
     assert run_experiment(experiment.id, sessions, storage, limits) == Outcome.DONE
     checkpoint = client.get(f"/v1/experiments/{experiment.id}/checkpoints").json()["items"][-1]
@@ -56,8 +60,12 @@ def test_a_checkpoint_replays_as_an_animated_gif_rendered_once(
     assert again.content == first.content
 
 
-def test_a_missing_checkpoint_has_no_replay(client: TestClient, start_run: Callable[..., Any]) -> None:
+def test_a_missing_checkpoint_has_no_replay(
+    client: TestClient, start_run: Callable[..., Any]
+) -> None:
     run = start_run()
-    response = client.get(f"/v1/experiments/{run.id}/checkpoints/01ARZ3NDEKTSV4RRFFQ69G5FAV/replay.gif")
+    response = client.get(
+        f"/v1/experiments/{run.id}/checkpoints/01ARZ3NDEKTSV4RRFFQ69G5FAV/replay.gif"
+    )
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "not_found"

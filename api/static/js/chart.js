@@ -115,7 +115,7 @@ export class LineChart {
       }
     }
     if (x0 === Infinity) return null;
-    if (x1 === x0) x1 = x0 + 1;
+    if (x1 === x0) { x0 -= 1; x1 += 1; }
     const pad = (y1 - y0) * 0.05 || Math.abs(y0) * 0.05 || 1;
     return { x0, x1, y0: y0 - pad, y1: y1 + pad };
   }
@@ -151,7 +151,8 @@ export class LineChart {
       label.textContent = num(t);
       axis.append(label);
     }
-    for (const t of ticks(d.x0, d.x1, Math.max(2, Math.floor(width / 110)))) {
+    // Steps are whole numbers: no tick between two of them.
+    for (const t of ticks(d.x0, d.x1, Math.max(2, Math.floor(width / 110))).filter(Number.isInteger)) {
       const label = svg("text", { x: sx(t), y: height - 8, "text-anchor": "middle" });
       label.textContent = num(t);
       axis.append(label);

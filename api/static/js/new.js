@@ -103,7 +103,7 @@ export async function mount(root) {
     hyper = new Map(Object.entries(props).map(([key, prop]) =>
       [key, control(`hyperparameters.${key}`, prop, env.hyperparameter_defaults[key], a.hyperparameters.$defs || {})]));
     fill(hyperBox, [...hyper].map(([key, ctl]) => field(`hyperparameters.${key}`, key, props[key].description, ctl)));
-    general.get("env.kwargs").write(JSON.stringify(env.kwargs));
+    general.get("env.kwargs").write(JSON.stringify(env.env_kwargs));
     general.get("name").write(`${a.algorithm}-${env.id}`.toLowerCase());
   }
 

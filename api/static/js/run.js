@@ -93,7 +93,7 @@ export async function mount(root, params, id) {
     fill(checkpoints, body.items.length ? body.items.slice().reverse().map((c) => {
       const base = `/v1/experiments/${id}/checkpoints/${c.id}`;
       return h("tr", { "data-checkpoint": c.id },
-        h("td", {}, num(c.step, 6)), h("td", {}, bytes(c.size_bytes)), h("td", { class: "small" }, when(c.created_at)),
+        h("td", {}, c.step.toLocaleString()), h("td", {}, bytes(c.size_bytes)), h("td", { class: "small" }, when(c.created_at)),
         h("td", {}, h("a", { href: `${base}/file`, download: "" }, "Download"), " · ",
           h("a", { href: "#", "data-action": "replay", onclick: (e) => { e.preventDefault(); showReplay(c, base); } }, "Replay")));
     }) : h("tr", {}, h("td", { colspan: 4, class: "muted" }, "No checkpoint yet.")));

@@ -13,7 +13,7 @@ function latest(run, name) {
 
 function row(run, selected, onSelect) {
   const ret = latest(run, "train/episode_return") ?? latest(run, "eval/episode_return");
-  return h("tr", { "data-run": run.id, "data-status": run.status },
+  return h("tr", { "data-run": run.id, "data-status": run.status, "data-step": run.progress.step },
     h("td", {}, h("input", { type: "checkbox", "aria-label": `select ${run.name}`,
                              checked: selected.has(run.id),
                              onchange: (e) => onSelect(run.id, e.target.checked) })),

@@ -13,6 +13,12 @@ MindSpore's eager (PyNative) mode pays a dispatch per operator, which dominates 
 from __future__ import annotations
 
 import os
+import tempfile
 
 # MindSpore's C++ side logs through glog: 3 = errors only.
 os.environ.setdefault("GLOG_v", "3")
+# A graph that fails to compile leaves an ``analyze_fail.ir`` report; keep it out of the working
+# directory (a worker's or a test's) and in the temporary one.
+os.environ.setdefault(
+    "MS_DEV_SAVE_GRAPHS_PATH", os.path.join(tempfile.gettempdir(), "marlforge-mindspore-ir")
+)

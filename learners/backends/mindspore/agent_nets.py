@@ -23,6 +23,7 @@ import numpy as np
 from mindspore import Tensor, nn, ops
 
 from learners.backends.mindspore.networks import orthogonal, parameter
+from learners.backends.mindspore.ops import sigmoid64, tanh64
 from learners.backends.mindspore.runtime import configure
 
 configure()
@@ -91,9 +92,9 @@ class AgentGRUCell(nn.Cell):
         """One step; ``x_gates`` is ``self.input(x)`` (computed for a whole sequence at once)."""
         x_r, x_z, x_n = ops.chunk(x_gates, 3, -1)
         h_r, h_z, h_n = ops.chunk(self.hidden(h), 3, -1)
-        r = ops.sigmoid(x_r + h_r)
-        z = ops.sigmoid(x_z + h_z)
-        n = ops.tanh(x_n + r * h_n)
+        r = sigmoid64(x_r + h_r)
+        z = sigmoid64(x_z + h_z)
+        n = tanh64(x_n + r * h_n)
         return (1.0 - z) * n + z * h
 
 
@@ -139,15 +140,29 @@ class AgentMLP(nn.Cell):
         self.head = AgentLinear(last, out_features, num_agents, shared, head_gain, rng)
 
     def _act(self, x: Tensor) -> Tensor:
-        return ops.tanh(x) if self.tanh else ops.relu(x)
+        return tanh64(x) if self.tanh else ops.relu(x)
 
     def _with_ids(self, x: Tensor) -> Tensor:
         if not self.shared:
             return x
         return ops.cat((x, agent_ids(x, self.num_agents)), -1)
 
+    def encode(self, x: Tensor) -> Tensor:
+        """The first hidden layer (agent ids appended first when parameters are shared)."""
+        return self._act(self.layers[0](self._with_ids(x)))
+
+    def gru_step(self, y: Tensor, h: Tensor) -> Tensor:
+        """The GRU state after one step of encoded input ``y`` (B, N, H0) from ``h``."""
+        return self.gru(self.gru.input(y), h)
+
+    def decode(self, y: Tensor) -> Tensor:
+        """The layers after the first (or after the GRU) and the output head."""
+        for i in range(1, len(self.layers)):
+            y = self._act(self.layers[i](y))
+        return self.head(y)
+
     def construct(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
-        y = self._act(self.layers[0](self._with_ids(x)))
+        y = self.encode(x)
         if self.recurrent:
             gates = self.gru.input(y)  # every step's input gates in one batched call
             outputs = []
@@ -155,6 +170,4 @@ class AgentMLP(nn.Cell):
                 h = self.gru(gates[t], h)
                 outputs.append(h)
             y = ops.stack(outputs)
-        for i in range(1, len(self.layers)):
-            y = self._act(self.layers[i](y))
-        return self.head(y), h
+        return self.decode(y), h

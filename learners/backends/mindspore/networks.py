@@ -23,6 +23,7 @@ import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 from numpy.typing import NDArray
 
+from learners.backends.mindspore.ops import tanh64
 from learners.backends.mindspore.runtime import configure
 
 configure()
@@ -99,7 +100,7 @@ class MLP(nn.Cell):
     def construct(self, x: Tensor) -> Tensor:
         y = self.layers(x)
         if self.tanh_output:
-            y = ops.tanh(y)
+            y = tanh64(y)
         return y
 
 

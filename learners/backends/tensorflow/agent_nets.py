@@ -125,17 +125,56 @@ class AgentMLP(tf.Module):
             return x
         return tf.concat([x, agent_ids(x, self.num_agents)], axis=-1)
 
+    def encode(self, x: tf.Tensor) -> tf.Tensor:
+        """The first hidden layer (agent ids appended first when parameters are shared)."""
+        return self.act(self.layers[0](self._with_ids(x)))
+
+    def recur(
+        self, y: tf.Tensor, h: tf.Tensor, starts: tf.Tensor | None = None
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """Run the GRU over ``y`` (L, B, N, H0) from ``h`` (B, N, H). ``starts`` (L, B) is 1 where
+        an episode starts at that step: the state is zeroed before it. Returns the states after
+        and before every step, (L, B, N, H) each."""
+        assert self.gru is not None
+        gru = self.gru
+        gates = gru.input(y)  # every step's input gates in one batched call
+        if starts is None:
+            starts = tf.zeros(tf.shape(gates)[:2], gates.dtype)
+
+        def step(carry: tuple[tf.Tensor, tf.Tensor], inputs: tuple[tf.Tensor, tf.Tensor]):
+            gate, start = inputs
+            before = carry[0] * (1.0 - start)[:, None, None]
+            return gru(gate, before), before
+
+        length = gates.shape[0]
+        if length is None:  # a graph traced for sequences of any length: a symbolic loop
+            after, before = tf.scan(step, (gates, starts), initializer=(h, h))
+            return after, before
+        # A known length is unrolled: the same arithmetic, but a compiled graph builds and
+        # differentiates a plain chain of steps far faster than a while loop.
+        befores, afters = [], []
+        carry = (h, h)
+        for t in range(length):
+            carry = step(carry, (gates[t], starts[t]))
+            afters.append(carry[0])
+            befores.append(carry[1])
+        return tf.stack(afters), tf.stack(befores)
+
+    def decode(self, y: tf.Tensor) -> tf.Tensor:
+        """The layers after the first (or after the GRU) and the output head."""
+        for layer in self.layers[1:]:
+            y = self.act(layer(y))
+        return self.head(y)
+
     def __call__(
         self, x: tf.Tensor, h: tf.Tensor | None = None
     ) -> tuple[tf.Tensor, tf.Tensor | None]:
-        y = self.act(self.layers[0](self._with_ids(x)))
-        if self.gru is not None:
-            if h is None:
-                raise ValueError("a recurrent network needs its hidden state")
-            gru = self.gru
-            gates = gru.input(y)  # every step's input gates in one batched call
-            y = tf.scan(lambda state, gate: gru(gate, state), gates, initializer=h)
-            h = y[-1]
-        for layer in self.layers[1:]:
-            y = self.act(layer(y))
-        return self.head(y), h
+        """Feed-forward: ``x`` (..., N, in). Recurrent: ``x`` (L, B, N, in) from ``h`` (B, N, H);
+        returns the outputs and the state after the last step."""
+        y = self.encode(x)
+        if self.gru is None:
+            return self.decode(y), None
+        if h is None:
+            raise ValueError("a recurrent network needs its hidden state")
+        after, _ = self.recur(y, h)
+        return self.decode(after), after[-1]

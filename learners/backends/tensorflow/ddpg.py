@@ -14,7 +14,7 @@ difference). ``_policy`` and ``_q`` are the two places MADDPG differs, as in the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
@@ -23,7 +23,13 @@ import tensorflow as tf
 from numpy.typing import NDArray
 
 from learners import rng as rngs
-from learners.algorithms.ddpg import DDPGConfig, DDPGStats, actor_loss, critic_loss, explore
+from learners.algorithms.ddpg import (
+    DDPGConfig,
+    DDPGStats,
+    actor_loss,
+    critic_loss,
+    gaussian_exploration,
+)
 from learners.backends.tensorflow.networks import (
     MLP,
     copy_into,
@@ -34,7 +40,7 @@ from learners.backends.tensorflow.networks import (
 )
 from learners.backends.tensorflow.ops import TensorFlowOps
 from learners.backends.tensorflow.optim import TorchAdam, gradient_step
-from learners.backends.tensorflow.runtime import tf_device
+from learners.backends.tensorflow.runtime import maybe_compile, tf_device
 from learners.buffers.replay import ReplayBatch
 from learners.envs.base import EnvInfo, Observation
 from learners.functional.returns import td_target
@@ -85,11 +91,8 @@ class TensorFlowDDPG:
     def set_compiled(self, compiled: bool) -> None:
         """Run ``update`` and ``act`` as ``tf.function`` graphs (the default) or eagerly."""
         self.compiled = compiled
-        wrap: Callable[[Any], Any] = (
-            (lambda fn: tf.function(fn, reduce_retracing=True)) if compiled else (lambda fn: fn)
-        )
-        self._train_step = wrap(self._train_step_eager)
-        self._act_step = wrap(self._act_step_eager)
+        self._train_step = maybe_compile(self._train_step_eager, compiled)
+        self._act_step = maybe_compile(self._act_step_eager, compiled)
 
     # -- the two pieces MADDPG overrides -------------------------------------------------------
     def _policy(self, obs: tf.Tensor, *, target: bool = False) -> tf.Tensor:
@@ -120,7 +123,7 @@ class TensorFlowDDPG:
         return actions
 
     def _explore(self, actions: NDArray[Any]) -> NDArray[Any]:
-        return explore(actions, self.config.exploration_noise, self.rng)
+        return gaussian_exploration(actions, self.config.exploration_noise, self.rng)
 
     def _batch(self, batch: ReplayBatch) -> Batch:
         return {f.name: self._tensor(getattr(batch, f.name)) for f in fields(ReplayBatch)}

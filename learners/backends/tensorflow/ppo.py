@@ -15,7 +15,7 @@ graphs; ``set_compiled(False)`` runs them eagerly.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -28,15 +28,15 @@ from learners.backends.tensorflow.agent_nets import AgentMLP
 from learners.backends.tensorflow.networks import Param, load_module, module_state, variables
 from learners.backends.tensorflow.ops import TensorFlowOps
 from learners.backends.tensorflow.optim import TorchAdam, gradient_step
-from learners.backends.tensorflow.runtime import tf_device
+from learners.backends.tensorflow.runtime import maybe_compile, tf_device
 from learners.buffers.rollout import RolloutBuffer, RolloutStep
 from learners.envs.base import EnvInfo, Observation
 from learners.functional import distributions as dist
 from learners.functional.losses import PPOLoss, entropy_bonus, policy_loss, ppo_loss, value_loss
 from learners.functional.normalizer import ValueNormalizer
 
-Memory = tuple[tf.Tensor, tf.Tensor] | None
-"""The actor's and critic's GRU states, (E, N, H) each; None for feed-forward networks."""
+Memory = tf.Tensor | None
+"""The actor's GRU state of the training copies, (E, N, H); None for feed-forward policies."""
 
 
 class Actor(AgentMLP):
@@ -91,35 +91,34 @@ class TensorFlowPPO:
         self.updates = 0
         self.learning_rate = config.learning_rate
         self._act_memory: Memory = None
+        # The critic's GRU state at the start of the next rollout (None: zeros).
+        self._critic_start: Memory = None
         self.set_compiled(True)
 
     def set_compiled(self, compiled: bool) -> None:
         """Run the minibatch step and the acting forward pass as ``tf.function`` graphs (the
         default) or eagerly."""
         self.compiled = compiled
-        wrap: Callable[[Any], Any] = (
-            (lambda fn: tf.function(fn, reduce_retracing=True)) if compiled else (lambda fn: fn)
-        )
-        self._train_step = wrap(self._train_step_eager)
-        self._policy_step = wrap(self._policy_step_eager)
-        self._value_step = wrap(self._value_step_eager)
+        self._train_step = maybe_compile(self._train_step_eager, compiled)
+        self._policy_step = maybe_compile(self._policy_step_eager, compiled)
+        self._values_step = maybe_compile(self._values_step_eager, compiled)
+        self._recurrent_values_step = maybe_compile(self._recurrent_values_step_eager, compiled)
 
     # -- acting -------------------------------------------------------------------------------
 
     def initial_memory(self, num_envs: int) -> Memory:
-        """Zero GRU states for ``num_envs`` copies (None for feed-forward networks)."""
+        """The actor's state for ``num_envs`` copies starting new episodes (the critic's too)."""
+        self._critic_start = None
         if not self.config.recurrent:
             return None
         shape = (num_envs, self.info.num_agents, self.config.rnn_hidden_size)
-        zeros = self.ops.asarray(np.zeros(shape, np.float32))
-        return zeros, zeros
+        return self.ops.asarray(np.zeros(shape, np.float32))
 
     def reset_memory(self, memory: Memory, ended: NDArray[np.bool_]) -> Memory:
         """``memory`` with the copies whose episode ended set back to zero."""
         if memory is None or not ended.any():
             return memory
-        keep = self.ops.asarray((~ended).astype(np.float32))[:, None, None]
-        return memory[0] * keep, memory[1] * keep
+        return memory * self.ops.asarray((~ended).astype(np.float32))[:, None, None]
 
     def _tensor(self, x: NDArray[Any]) -> tf.Tensor:
         return self.ops.asarray(x)
@@ -130,14 +129,11 @@ class TensorFlowPPO:
         shape = tf.concat([tf.shape(state)[:-1], [self.info.num_agents], tf.shape(state)[-1:]], 0)
         return tf.broadcast_to(state[..., None, :], shape)
 
-    @staticmethod
-    def _forward_step(
-        net: AgentMLP, x: tf.Tensor, h: tf.Tensor | None
-    ) -> tuple[tf.Tensor, tf.Tensor | None]:
-        """One step of ``net`` on (E, N, in); recurrent nets take and return (E, N, H)."""
+    def _actor_step(self, obs: tf.Tensor, h: Memory) -> tuple[tf.Tensor, Memory]:
+        """The actor's output for one step of (E, N, obs); recurrent: and its next state."""
         if h is None:
-            return net(x)[0], None
-        out, h_next = net(x[None], h)
+            return self.actor(obs)[0], None
+        out, h_next = self.actor(obs[None], h)
         return out[0], h_next
 
     def _noise(self, batch_shape: tuple[int, ...]) -> NDArray[np.float32]:
@@ -176,64 +172,93 @@ class TensorFlowPPO:
         return actions if self.discrete else np.clip(actions, -1.0, 1.0)
 
     def _policy_step_eager(
-        self, obs: tf.Tensor, avail: tf.Tensor, noise: tf.Tensor | None, h: tf.Tensor | None
-    ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor | None]:
-        out, h_next = self._forward_step(self.actor, obs, h)
+        self, obs: tf.Tensor, avail: tf.Tensor, noise: tf.Tensor | None, h: Memory
+    ) -> tuple[tf.Tensor, tf.Tensor, Memory]:
+        out, h_next = self._actor_step(obs, h)
         actions = self._sample(out, avail, noise)
         return actions, self._log_prob(out, actions, avail), h_next
 
-    def _value_step_eager(
-        self, obs: tf.Tensor, state: tf.Tensor, h: tf.Tensor | None
-    ) -> tuple[tf.Tensor, tf.Tensor | None]:
-        values, h_next = self._forward_step(self.critic, self._critic_input(obs, state), h)
-        return values[..., 0], h_next
-
     def rollout_step(self, observation: Observation, memory: Memory) -> tuple[RolloutStep, Memory]:
-        """Sample actions for every copy and agent, with their log-probabilities and values."""
-        obs, state = self._tensor(observation.obs), self._tensor(observation.state)
-        h_actor, h_critic = memory if memory is not None else (None, None)
+        """Sample actions for every copy and agent with their log-probabilities (one forward
+        pass); the critic values the rollout afterwards, in ``update``."""
         noise = self._tensor(self._noise(observation.obs.shape[:2]))
-        actions, log_prob, h_actor_next = self._policy_step(
-            obs, self._tensor(observation.avail_actions), noise, h_actor
+        actions, log_prob, memory_next = self._policy_step(
+            self._tensor(observation.obs), self._tensor(observation.avail_actions), noise, memory
         )
-        values, h_critic_next = self._value_step(obs, state, h_critic)
         actions_np = actions.numpy()
         step = RolloutStep(
             actions=actions_np,
             env_actions=self._env_actions(actions_np),
             log_prob=log_prob.numpy(),
-            values=values.numpy(),
-            hidden=None if memory is None else (memory[0].numpy(), memory[1].numpy()),
+            hidden=None if memory is None else memory.numpy(),
         )
-        next_memory = None if memory is None else (h_actor_next, h_critic_next)
-        return step, next_memory
-
-    def values(self, obs: NDArray[Any], state: NDArray[Any], memory: Memory) -> NDArray[np.float32]:
-        """The critic's raw values (E, N) of an observation, given the GRU state before it."""
-        h = None if memory is None else memory[1]
-        values, _ = self._value_step(self._tensor(obs), self._tensor(state), h)
-        return np.asarray(values.numpy())
+        return step, memory_next
 
     def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
         """Actions for a batched observation (evaluation, replays); a recurrent policy carries its
         own GRU state between calls (``end_episodes`` clears it)."""
         num_envs = observation.obs.shape[0]
         if self.config.recurrent and (
-            self._act_memory is None or self._act_memory[0].shape[0] != num_envs
+            self._act_memory is None or self._act_memory.shape[0] != num_envs
         ):
-            self._act_memory = self.initial_memory(num_envs)
-        h = None if self._act_memory is None else self._act_memory[0]
+            shape = (num_envs, self.info.num_agents, self.config.rnn_hidden_size)
+            self._act_memory = self.ops.asarray(np.zeros(shape, np.float32))
         noise = self._tensor(self._noise(observation.obs.shape[:2])) if explore else None
-        actions, _, h_next = self._policy_step(
-            self._tensor(observation.obs), self._tensor(observation.avail_actions), noise, h
+        actions, _, self._act_memory = self._policy_step(
+            self._tensor(observation.obs),
+            self._tensor(observation.avail_actions),
+            noise,
+            self._act_memory,
         )
-        if self._act_memory is not None and h_next is not None:
-            self._act_memory = (h_next, self._act_memory[1])
         return self._env_actions(actions.numpy())
 
     def end_episodes(self, ended: NDArray[np.bool_]) -> None:
         """Forget ``act``'s GRU state for the copies whose episode ended."""
         self._act_memory = self.reset_memory(self._act_memory, ended)
+
+    def _value_pass(self, buffer: RolloutBuffer) -> None:
+        """Value every observation of the rollout (each step's, each ended episode's final one,
+        and the one after the last step) in one batched pass, and store them in ``buffer``."""
+        t = self._tensor
+        inputs = [
+            t(buffer.obs), t(buffer.state), t(buffer.final_obs), t(buffer.final_state),
+            t(buffer.last_obs), t(buffer.last_state),
+        ]  # fmt: skip
+        if self.critic.gru is None:
+            values, final, last = self._values_step(*inputs)
+        else:
+            h = self._critic_start
+            if h is None or h.shape[0] != buffer.info.num_envs:
+                shape = (*buffer.obs.shape[1:-1], self.config.rnn_hidden_size)
+                h = t(np.zeros(shape, np.float32))
+            ended = t(buffer.episode_end.astype(np.float32))
+            values, final, last, before, self._critic_start = self._recurrent_values_step(
+                *inputs, ended, h
+            )
+            buffer.critic_hidden[...] = before.numpy()
+        buffer.set_values(values.numpy(), final.numpy(), last.numpy())
+
+    def _values_step_eager(self, *inputs: tf.Tensor) -> tuple[tf.Tensor, ...]:
+        pairs = zip(inputs[::2], inputs[1::2], strict=True)
+        return tuple(self.critic(self._critic_input(o, s))[0][..., 0] for o, s in pairs)
+
+    def _recurrent_values_step_eager(
+        self, obs: tf.Tensor, state: tf.Tensor, final_obs: tf.Tensor, final_state: tf.Tensor,
+        last_obs: tf.Tensor, last_state: tf.Tensor, ended: tf.Tensor, h: tf.Tensor,
+    ) -> tuple[tf.Tensor, ...]:  # fmt: skip
+        critic = self.critic
+        assert critic.gru is not None
+        starts = tf.concat([tf.zeros_like(ended[:1]), ended[:-1]], 0)
+        after, before = critic.recur(critic.encode(self._critic_input(obs, state)), h, starts)
+        values = critic.decode(after)
+        # The final observation follows the state after its step; the next rollout starts from
+        # the state after the last step, reset where that step ended an episode.
+        final_x = critic.gru.input(critic.encode(self._critic_input(final_obs, final_state)))
+        final = critic.decode(critic.gru(final_x, after))
+        start = after[-1] * (1.0 - ended[-1])[:, None, None]
+        last_x = critic.gru.input(critic.encode(self._critic_input(last_obs, last_state)))
+        last = critic.decode(critic.gru(last_x, start))
+        return values[..., 0], final[..., 0], last[..., 0], before, start
 
     # -- learning -----------------------------------------------------------------------------
 
@@ -246,6 +271,7 @@ class TensorFlowPPO:
 
     def update(self, buffer: RolloutBuffer) -> PPOStats:
         """``epochs`` passes of minibatch PPO over the rollout in ``buffer``."""
+        self._value_pass(buffer)
         targets = rollout_targets(self.config, buffer, self.normalizer)
         data = self._rollout_arrays(buffer, targets.advantages, targets.returns)
         totals: dict[str, float] = {}
@@ -353,7 +379,7 @@ class TensorFlowPPO:
     def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
         """Restore ``state()``'s tensors (only the actor's with ``policy_only``)."""
         load_module("actor", self.actor, tensors)
-        self._act_memory = None
+        self._act_memory = self._critic_start = None
         if policy_only:
             return
         load_module("critic", self.critic, tensors)

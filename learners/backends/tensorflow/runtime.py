@@ -7,6 +7,9 @@ The project installs ``tensorflow-cpu``; a worker built with GPU TensorFlow gets
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import tensorflow as tf
 
 from learners.backends import DeviceUnavailable
@@ -42,3 +45,17 @@ def seed(seed: int) -> None:
     parity with the other backends and exact resumption rely on."""
     tf.random.set_seed(seed)
     tf.config.experimental.enable_op_determinism()
+
+
+def maybe_compile(fn: Callable[..., Any], compiled: bool) -> Callable[..., Any]:
+    """``fn`` as a ``tf.function`` graph, or ``fn`` itself to run eagerly.
+
+    AutoGraph is off: the learners' Python control flow depends only on configuration and static
+    shapes, never on tensor values, so there is nothing to convert, and converting every function
+    it reaches made the first call of a recurrent update several times slower to trace.
+    ``reduce_retracing`` lets a second batch shape (the last, shorter minibatch; a rollout with a
+    different number of chunks) produce one graph for both instead of a graph per shape.
+    """
+    if not compiled:
+        return fn
+    return tf.function(fn, autograph=False, reduce_retracing=True)

@@ -76,7 +76,9 @@ class TorchDDPG:
 
     def _check_info(self, info: EnvInfo) -> None:
         if info.action_kind != "continuous":
-            raise ValueError(f"{type(self).__name__} needs continuous actions, not {info.action_kind}")
+            raise ValueError(
+                f"{type(self).__name__} needs continuous actions, not {info.action_kind}"
+            )
 
     def _build_networks(self) -> tuple[nn.Module, nn.Module]:
         info, hidden = self.info, self.config.hidden_sizes
@@ -119,7 +121,10 @@ class TorchDDPG:
     def update(self, batch: ReplayBatch) -> DDPGStats:
         ops, cfg = self.ops, self.config
         obs, next_obs = self._tensor(batch.obs), self._tensor(batch.next_obs)
-        avail, next_avail = self._tensor(batch.avail_actions), self._tensor(batch.next_avail_actions)
+        avail, next_avail = (
+            self._tensor(batch.avail_actions),
+            self._tensor(batch.next_avail_actions),
+        )
         rewards, mask = self._tensor(batch.rewards), self._tensor(batch.agent_mask)
         terminated = self._tensor(batch.terminated)[:, None]
         with torch.no_grad():

@@ -50,7 +50,10 @@ class TorchMADDPG(TorchDDPG):
         n, ids = info.num_agents, info.num_agents if cfg.share_parameters else 0
         actor_in = info.obs_dim + ids
         critic_in = n * (info.obs_dim + info.action_dim) + ids
-        actor_kw: dict[str, Any] = {"tanh_output": not self.discrete, "output_scale": OUTPUT_INIT_SCALE}
+        actor_kw: dict[str, Any] = {
+            "tanh_output": not self.discrete,
+            "output_scale": OUTPUT_INIT_SCALE,
+        }
         critic_kw: dict[str, Any] = {"output_scale": OUTPUT_INIT_SCALE}
         if cfg.share_parameters:
             return (
@@ -70,11 +73,15 @@ class TorchMADDPG(TorchDDPG):
         ids = torch.eye(n, device=x.device, dtype=x.dtype).expand(batch, n, n)
         return torch.cat([x, ids], dim=-1)
 
-    def _logits(self, obs: torch.Tensor, avail: torch.Tensor, *, target: bool = False) -> torch.Tensor:
+    def _logits(
+        self, obs: torch.Tensor, avail: torch.Tensor, *, target: bool = False
+    ) -> torch.Tensor:
         actor = self.target_actor if target else self.actor
         return masked_logits(self.ops, actor(self._with_ids(obs)), avail)
 
-    def _policy(self, obs: torch.Tensor, avail: torch.Tensor, *, target: bool = False) -> torch.Tensor:
+    def _policy(
+        self, obs: torch.Tensor, avail: torch.Tensor, *, target: bool = False
+    ) -> torch.Tensor:
         if not self.discrete:
             actor = self.target_actor if target else self.actor
             return actor(self._with_ids(obs))
@@ -104,7 +111,7 @@ class TorchMADDPG(TorchDDPG):
         if not self.discrete:
             return super().act(observation, explore=explore)
         with torch.no_grad():
-            obs, avail = self._tensor(observation.obs), self._tensor(observation.avail_actions)
+            obs = self._tensor(observation.obs)
             logits = self.actor(self._with_ids(obs)).cpu().numpy()
         if explore:
             return explore_discrete(logits, observation.avail_actions, self.rng)

@@ -16,9 +16,8 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from learners.functional.gradients import clip_by_global_norm
-
 from learners.backends.torch.ops import TorchOps
+from learners.functional.gradients import clip_by_global_norm
 
 
 class MLP(nn.Module):
@@ -59,9 +58,13 @@ class PerAgentMLP(nn.Module):
     """One ``MLP`` per agent (``agents.<i>.layers...``): (B, N, in) -> (B, N, out), agent ``i``'s
     rows through network ``i``. For learners whose agents do not share parameters."""
 
-    def __init__(self, num_agents: int, in_dim: int, hidden_sizes: Sequence[int], out_dim: int, **kwargs: Any) -> None:
+    def __init__(
+        self, num_agents: int, in_dim: int, hidden_sizes: Sequence[int], out_dim: int, **kwargs: Any
+    ) -> None:
         super().__init__()
-        self.agents = nn.ModuleList(MLP(in_dim, hidden_sizes, out_dim, **kwargs) for _ in range(num_agents))
+        self.agents = nn.ModuleList(
+            MLP(in_dim, hidden_sizes, out_dim, **kwargs) for _ in range(num_agents)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.stack([net(x[:, i]) for i, net in enumerate(self.agents)], dim=1)
@@ -92,7 +95,9 @@ def gradient_step(
 
 def module_state(prefix: str, module: nn.Module) -> dict[str, NDArray[Any]]:
     """``module``'s parameters and buffers as NumPy arrays named ``<prefix>.<name>``."""
-    return {f"{prefix}.{k}": v.detach().cpu().numpy().copy() for k, v in module.state_dict().items()}
+    return {
+        f"{prefix}.{k}": v.detach().cpu().numpy().copy() for k, v in module.state_dict().items()
+    }
 
 
 def load_module(prefix: str, module: nn.Module, tensors: Mapping[str, NDArray[Any]]) -> None:

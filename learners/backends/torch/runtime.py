@@ -25,3 +25,8 @@ def resolve_device(device: Device) -> str:
 def seed(seed: int) -> None:
     """Seed torch's global generators (the learners also seed their own)."""
     torch.manual_seed(seed)
+
+
+def set_threads(threads: int) -> None:
+    """Cap torch's intra-op threads (process-wide; a worker process runs one training at a time)."""
+    torch.set_num_threads(threads)

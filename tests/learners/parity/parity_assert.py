@@ -65,16 +65,20 @@ def assert_states_close(
             np.testing.assert_array_equal(actual[name], value, err_msg=f"{what}: {name}")
 
 
+def adam_steps(state: Mapping[str, NDArray[Any]]) -> set[float]:
+    """The step counts of every Adam moment in a learner's state."""
+    return {float(v) for k, v in state.items() if k.startswith("optim/") and k.endswith("/step")}
+
+
 def applied_gradients(state: Mapping[str, NDArray[Any]]) -> dict[str, NDArray[np.float64]]:
-    """The (clipped) gradient of each parameter in a learner's first update, read back from Adam:
-    after one step ``exp_avg = (1 - beta1) * grad``, in every backend."""
-    grads = {
+    """The (clipped) gradient of each parameter in a learner's one and only gradient step, read
+    back from Adam: after one step ``exp_avg = (1 - beta1) * grad``, in every backend."""
+    assert adam_steps(state) == {1.0}, f"not a single gradient step: {adam_steps(state)}"
+    return {
         name[: -len("/exp_avg")]: np.asarray(value, np.float64) / (1.0 - ADAM_BETA1)
         for name, value in state.items()
         if name.startswith("optim/") and name.endswith("/exp_avg")
     }
-    assert grads, "the learner's state holds no Adam moments after an update"
-    return grads
 
 
 def global_norm(grads: Mapping[str, NDArray[Any]], net: str | None = None) -> float:

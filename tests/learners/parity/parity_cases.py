@@ -71,19 +71,32 @@ def _ddpg_variants() -> list[Variant]:
 
 
 def _ppo_variants(config_class: type[PPOConfig]) -> list[Variant]:
+    """Every combination of action kind, memory and parameter sharing, each making one gradient
+    step per update (so Adam's first moment is the gradient), plus two that make several (epochs
+    over shuffled minibatches)."""
     variants = []
     for kind, recurrent, shared in itertools.product(
         ("discrete", "continuous"), (False, True), (True, False)
     ):
-        config = config_class(
-            hidden_sizes=(16, 16), rnn_hidden_size=8, chunk_length=5, recurrent=recurrent,
-            share_parameters=shared, rollout_length=ROLLOUT, epochs=2, minibatches=2,
-            huber_delta=1.0, max_grad_norm=0.5,
-        )  # fmt: skip
-        info = env_info(2, kind, 4 if kind == "discrete" else 2)
         name = f"{kind}-{'gru' if recurrent else 'mlp'}-{'shared' if shared else 'separate'}"
-        variants.append(Variant(name, config, info))
+        variants.append(_ppo_variant(config_class, name, kind, recurrent, shared, 1, 1))
+    variants.append(_ppo_variant(config_class, "discrete-gru-minibatches", "discrete", True, True, 2, 3))
+    variants.append(
+        _ppo_variant(config_class, "continuous-mlp-minibatches", "continuous", False, False, 2, 3)
+    )
     return variants
+
+
+def _ppo_variant(
+    config_class: type[PPOConfig], name: str, kind: str, recurrent: bool, shared: bool,
+    epochs: int, minibatches: int,
+) -> Variant:  # fmt: skip
+    config = config_class(
+        hidden_sizes=(16, 16), rnn_hidden_size=8, chunk_length=5, recurrent=recurrent,
+        share_parameters=shared, rollout_length=ROLLOUT, epochs=epochs, minibatches=minibatches,
+        huber_delta=1.0, max_grad_norm=0.5,
+    )  # fmt: skip
+    return Variant(name, config, env_info(2, kind, 4 if kind == "discrete" else 2))
 
 
 VARIANTS: dict[Algorithm, Callable[[], list[Variant]]] = {
@@ -145,8 +158,9 @@ def replay_batch(variant: Variant, seed: int, reward_scale: float = 1.0) -> Repl
 
 
 def rollout_buffer(variant: Variant, seed: int, reward_scale: float = 1.0) -> RolloutBuffer:
-    """A finished rollout with dead agents, terminations and truncations, and (recurrent) the
-    hidden states recorded before each step."""
+    """A finished rollout with dead agents, terminations and truncations (with their final
+    observations), the observation after it, and (recurrent) the actor's hidden state recorded
+    before each step. The learner's value pass fills in the values."""
     info, rng = variant.info, np.random.default_rng(seed)
     cfg = variant.config
     assert isinstance(cfg, PPOConfig)
@@ -162,16 +176,15 @@ def rollout_buffer(variant: Variant, seed: int, reward_scale: float = 1.0) -> Ro
         buf.actions[:] = rng.normal(0.0, 0.7, size=buf.actions.shape)
     # Old log-probs far enough from the current policy's that the ratio gets clipped.
     buf.log_prob[:] = rng.normal(-1.5, 0.4, size=(t, e, n))
-    buf.values[:] = rng.normal(size=(t, e, n))
     buf.rewards[:] = reward_scale * rng.normal(size=(t, e, n))
     buf.terminated[:] = rng.uniform(size=(t, e)) < 0.08
     buf.episode_end[:] = buf.terminated | (rng.uniform(size=(t, e)) < 0.1)
-    buf.final_values[:] = rng.normal(size=(t, e, n))
+    buf.final_obs[:] = rng.normal(size=buf.final_obs.shape)
+    buf.final_state[:] = rng.normal(size=buf.final_state.shape)
     if cfg.recurrent:
         buf.actor_hidden[:] = 0.5 * rng.normal(size=buf.actor_hidden.shape)
-        buf.critic_hidden[:] = 0.5 * rng.normal(size=buf.critic_hidden.shape)
     buf.step = t
-    buf.finish(rng.normal(size=(e, n)).astype(np.float32))
+    buf.finish(observation(variant, seed + 1000))
     return buf
 
 
@@ -197,9 +210,23 @@ def observation(variant: Variant, seed: int) -> Observation:
 # -- driving a learner ----------------------------------------------------------------------------
 
 
-def build(algorithm: Algorithm, backend: Backend, variant: Variant, seed: int = 0) -> Any:
-    cls = entry(algorithm).learner_class(backend)
-    return cls(variant.config, variant.info, "cpu", seed)
+_BUILT: dict[tuple[Algorithm, Backend, str], tuple[Any, dict[str, Any]]] = {}
+
+
+def build(algorithm: Algorithm, backend: Backend, variant: Variant) -> Any:
+    """``backend``'s learner for ``variant`` in its initial state.
+
+    Learners are built once per session and reset from their initial state on every call: a
+    TensorFlow learner traces its compiled update on first use, which costs far more than the
+    tests' updates, and ``load_state`` keeps the traced graphs (it assigns the same variables)."""
+    key = (algorithm, backend, variant.name)
+    if key not in _BUILT:
+        cls = entry(algorithm).learner_class(backend)
+        learner = cls(variant.config, variant.info, "cpu", 0)
+        _BUILT[key] = (learner, learner.state())
+    learner, initial = _BUILT[key]
+    learner.load_state(initial)
+    return learner
 
 
 def update(algorithm: Algorithm, learner: Any, batch: Any, k: int) -> dict[str, float]:

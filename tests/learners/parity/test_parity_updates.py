@@ -21,6 +21,7 @@ import pytest
 from parity_assert import (
     ONE_UPDATE,
     TEN_UPDATES,
+    adam_steps,
     applied_gradients,
     assert_close,
     assert_states_close,
@@ -37,8 +38,8 @@ PARAMS = parity_params()
 
 def _pair(algorithm: Algorithm, backend: Backend, variant: Variant, tmp_path: Path) -> tuple[Any, Any]:
     """The reference learner and ``backend``'s, the latter loaded with the former's weights."""
-    reference = build(algorithm, REFERENCE, variant, seed=0)
-    other = build(algorithm, backend, variant, seed=1)
+    reference = build(algorithm, REFERENCE, variant)
+    other = build(algorithm, backend, variant)
     transfer(reference, other, algorithm, REFERENCE, tmp_path / "start.safetensors")
     return reference, other
 
@@ -62,8 +63,8 @@ def test_same_start_same_actions(
 
 
 def _rollout_steps_agree(reference: Any, other: Any, obs: Any) -> None:
-    """Two rollout steps (the second from the first's GRU state): actions, log-probs, values and
-    hidden states agree, so both backends collect the same rollout."""
+    """Two rollout steps (the second from the first's GRU state): actions, log-probs and hidden
+    states agree, so both backends collect the same rollout."""
     memories = [learner.initial_memory(obs.obs.shape[0]) for learner in (reference, other)]
     for step in range(2):
         (want, memories[0]), (got, memories[1]) = (
@@ -71,11 +72,11 @@ def _rollout_steps_agree(reference: Any, other: Any, obs: Any) -> None:
             for learner, memory in zip((reference, other), memories, strict=True)
         )
         np.testing.assert_array_equal(got.actions.shape, want.actions.shape)
-        for field in ("actions", "env_actions", "log_prob", "values"):
-            assert_close(getattr(got, field), getattr(want, field), ONE_UPDATE, f"step {step} {field}")
-        if want.hidden is not None:
-            for a, b in zip(got.hidden, want.hidden, strict=True):
-                assert_close(a, b, ONE_UPDATE, f"step {step} hidden")
+        for field in ("actions", "env_actions", "log_prob", "hidden"):
+            want_value, got_value = getattr(want, field), getattr(got, field)
+            assert (got_value is None) == (want_value is None), field
+            if want_value is not None:
+                assert_close(got_value, want_value, ONE_UPDATE, f"step {step} {field}")
 
 
 @pytest.mark.parametrize(("algorithm", "backend", "variant"), PARAMS)
@@ -86,10 +87,13 @@ def test_one_update(algorithm: Algorithm, backend: Backend, variant: Variant, tm
     got = update(algorithm, other, batch, 0)
     assert_stats_close(got, want, ONE_UPDATE, "stats of one update")
     after_reference, after_other = reference.state(), other.state()
-    grads_reference, grads_other = applied_gradients(after_reference), applied_gradients(after_other)
-    assert set(grads_other) == set(grads_reference)
-    for name, grad in grads_reference.items():
-        assert_close(grads_other[name], grad, ONE_UPDATE, f"gradient {name}")
+    assert adam_steps(after_other) == adam_steps(after_reference) != set()
+    if adam_steps(after_reference) == {1.0}:  # one gradient step: Adam's moment is the gradient
+        grads_reference = applied_gradients(after_reference)
+        grads_other = applied_gradients(after_other)
+        assert set(grads_other) == set(grads_reference)
+        for name, grad in grads_reference.items():
+            assert_close(grads_other[name], grad, ONE_UPDATE, f"gradient {name}")
     assert_states_close(after_other, after_reference, ONE_UPDATE, "state after one update")
 
 
@@ -110,11 +114,15 @@ def test_trained_elsewhere_resumes_in_the_reference(
 ) -> None:
     """Train in ``backend``, then evaluate and resume in PyTorch: the same actions, and the next
     update is the same in both."""
-    other = build(algorithm, backend, variant, seed=2)
+    other = build(algorithm, backend, variant)
     for k in range(3):
         update(algorithm, other, data(algorithm, variant, seed=10 + k), k)
-    reference = build(algorithm, REFERENCE, variant, seed=3)
-    transfer(other, reference, algorithm, backend, tmp_path / "trained.safetensors")
+    reference = build(algorithm, REFERENCE, variant)
+    # Both resume from the file: what a learner keeps between updates outside its state (a
+    # recurrent critic's GRU state at the next rollout's start) starts afresh in both.
+    path = tmp_path / "trained.safetensors"
+    transfer(other, reference, algorithm, backend, path)
+    transfer(other, other, algorithm, backend, path)
     assert_states_close(reference.state(), other.state(), 0.0, "after the copy")
     obs = observation(variant, seed=6)
     assert_close(

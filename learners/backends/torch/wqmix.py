@@ -1,0 +1,246 @@
+"""Weighted QMIX in PyTorch (Rashid et al., NeurIPS 2020): OW-QMIX and CW-QMIX, one learner.
+
+Networks: the agents' utilities Q_i (``agent``, shared with one-hot ids or per agent), QMIX's
+monotonic ``mixer`` (hypernetworks of the state give non-negative mixing weights), the central
+agents' utilities (``central_agent``) and the unrestricted feed-forward ``central_mixer`` that
+gives Q*(s, u) from the central utilities of the taken actions and the state, plus target copies of
+the two central networks. The weights, the TD target and both losses come from
+``learners.functional``; this module supplies the networks, the greedy and epsilon-greedy action
+choice, and the gradient step. Agent ids are built from each batch's real size (seeds defect 6).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from torch import nn
+
+from learners import rng
+from learners.algorithms.wqmix import WQMIXConfig, WQMIXStats, epsilon_at
+from learners.backends.torch.agent_nets import AgentMLP
+from learners.backends.torch.networks import (
+    MLP,
+    load_module,
+    load_optimizer,
+    module_state,
+    optimizer_state,
+    seeded_init,
+)
+from learners.backends.torch.ops import TorchOps
+from learners.buffers.replay import ReplayBatch
+from learners.envs.base import EnvInfo, Observation
+from learners.functional.distributions import masked_logits
+from learners.functional.gradients import clip_by_global_norm
+from learners.functional.returns import td_target
+from learners.functional.wqmix import is_greedy_joint_action, weights_for, wqmix_loss
+
+
+class QMixer(nn.Module):
+    """Q_tot = w2 . elu(q W1 + b1) + V(s), with W1 = |hyper_w1(s)| and w2 = |hyper_w2(s)|: every
+    partial derivative dQ_tot/dq_i is non-negative, so the agents' own argmaxes are Q_tot's."""
+
+    def __init__(self, num_agents: int, state_dim: int, embed: int, hyper_hidden: int) -> None:
+        super().__init__()
+        self.num_agents, self.embed = num_agents, embed
+        self.hyper_w1 = MLP(state_dim, [hyper_hidden], num_agents * embed)
+        self.hyper_b1 = MLP(state_dim, [], embed)
+        self.hyper_w2 = MLP(state_dim, [hyper_hidden], embed)
+        self.value = MLP(state_dim, [embed], 1)
+
+    def forward(self, q: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """``q`` (..., N) utilities of the taken actions, ``state`` (..., S) -> Q_tot (...)."""
+        w1 = torch.abs(self.hyper_w1(state)).view(*state.shape[:-1], self.num_agents, self.embed)
+        hidden = nn.functional.elu((q.unsqueeze(-1) * w1).sum(-2) + self.hyper_b1(state))
+        w2 = torch.abs(self.hyper_w2(state))
+        return (hidden * w2).sum(-1) + self.value(state)[..., 0]
+
+
+class CentralMixer(nn.Module):
+    """Q*(s, u): an unrestricted MLP of the central utilities of the taken actions and the state."""
+
+    def __init__(self, num_agents: int, state_dim: int, hidden: int) -> None:
+        super().__init__()
+        self.net = MLP(num_agents + state_dim, [hidden, hidden], 1)
+
+    def forward(self, q: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        return self.net(torch.cat([q, state], dim=-1))[..., 0]
+
+
+LIVE = ("agent", "mixer", "central_agent", "central_mixer")
+TARGETS = ("target_central_agent", "target_central_mixer")
+
+
+class TorchWQMIX:
+    """The PyTorch WQMIX learner (``learners.runners.off_policy`` drives it)."""
+
+    uses_state = True
+
+    def __init__(self, config: WQMIXConfig, info: EnvInfo, device: str, seed: int) -> None:
+        if info.action_kind != "discrete":
+            raise ValueError(f"WQMIX needs discrete actions, not {info.action_kind}")
+        self.config, self.info = config, info
+        self.device = torch.device(device)
+        if self.device.type == "cpu":
+            torch.set_num_threads(1)  # small networks: one thread is fastest (see TorchPPO)
+        self.ops = TorchOps(self.device)
+        n, a = info.num_agents, info.action_dim
+        generator = torch.Generator().manual_seed(seed)
+        with seeded_init(seed):
+            agents = [
+                AgentMLP(
+                    info.obs_dim,
+                    config.hidden_sizes,
+                    a,
+                    n,
+                    shared=config.share_parameters,
+                    activation="relu",
+                    rnn_hidden_size=None,
+                )  # fmt: skip
+                for _ in range(2)
+            ]
+            for agent in agents:
+                agent.reset_parameters(generator, head_gain=1.0)
+            mixer = QMixer(n, info.state_dim, config.mixing_embed_dim, config.hypernet_hidden)
+            central_mixer = CentralMixer(n, info.state_dim, config.central_mixer_hidden)
+        self.nets: dict[str, nn.Module] = {
+            "agent": agents[0],
+            "mixer": mixer,
+            "central_agent": agents[1],
+            "central_mixer": central_mixer,
+        }
+        self.nets["target_central_agent"] = copy.deepcopy(agents[1])
+        self.nets["target_central_mixer"] = copy.deepcopy(central_mixer)
+        for net in self.nets.values():
+            net.to(self.device)
+        self.optimizers = {
+            name: torch.optim.Adam(self.nets[name].parameters(), lr=config.learning_rate)
+            for name in LIVE
+        }
+        self.params = [p for name in LIVE for p in self.nets[name].parameters()]
+        self.exploration = rng.generator(seed, "exploration")
+        self.updates = 0
+        self.explore_steps = 0
+
+    def _tensor(self, x: NDArray[Any]) -> torch.Tensor:
+        return torch.as_tensor(x, device=self.device)
+
+    def _utilities(self, name: str, obs: torch.Tensor, avail: torch.Tensor) -> torch.Tensor:
+        """Per-agent utilities (B, N, A) of network ``name``, unavailable actions pushed down."""
+        q, _ = self.nets[name](obs)
+        return masked_logits(self.ops, q, avail)
+
+    @torch.inference_mode()
+    def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
+        """Greedy actions; with ``explore``, each agent acts uniformly at random over its
+        available actions with probability epsilon (which decays with the exploring steps)."""
+        avail = observation.avail_actions
+        q = self._utilities("agent", self._tensor(observation.obs), self._tensor(avail))
+        greedy = torch.argmax(q, dim=-1).cpu().numpy()
+        if not explore:
+            return greedy
+        epsilon = epsilon_at(self.config, self.explore_steps)
+        self.explore_steps += observation.obs.shape[0]
+        with np.errstate(divide="ignore"):
+            scores = np.log(avail) + self.exploration.gumbel(size=avail.shape)
+        random_actions = np.argmax(scores, axis=-1)
+        explore_mask = self.exploration.uniform(size=greedy.shape) < epsilon
+        return np.where(explore_mask, random_actions, greedy).astype(np.int64)
+
+    def _targets(self, b: Mapping[str, torch.Tensor], greedy: torch.Tensor) -> tuple[Any, Any]:
+        """y and Q*_target(s, u^) (for CW), both without gradient."""
+        ops, nets = self.ops, self.nets
+        with torch.no_grad():
+            greedy_next = torch.argmax(self._utilities("agent", b["next_obs"], b["next_avail"]), -1)
+            q_next = ops.gather_last(nets["target_central_agent"](b["next_obs"])[0], greedy_next)
+            q_next = ops.where(b["agent_mask"] > 0.5, q_next, 0.0)
+            q_star_next = nets["target_central_mixer"](q_next, b["next_state"])
+            team_reward = (b["rewards"] * b["agent_mask"]).sum(-1) / b["agent_mask"].sum(-1).clamp(
+                min=1.0
+            )
+            target = td_target(ops, team_reward, q_star_next, b["terminated"], self.config.gamma)
+            q_greedy = ops.gather_last(nets["target_central_agent"](b["obs"])[0], greedy)
+            q_greedy = ops.where(b["agent_mask"] > 0.5, q_greedy, 0.0)
+            q_star_greedy = nets["target_central_mixer"](q_greedy, b["state"])
+        return target, q_star_greedy
+
+    def update(self, batch: ReplayBatch) -> WQMIXStats:
+        """One gradient step of both losses on ``batch`` (any size: ids come from its shape)."""
+        ops, nets, cfg = self.ops, self.nets, self.config
+        b = {
+            "obs": batch.obs, "state": batch.state, "actions": batch.actions,
+            "rewards": batch.rewards, "next_obs": batch.next_obs, "next_state": batch.next_state,
+            "terminated": batch.terminated, "agent_mask": batch.agent_mask,
+            "avail": batch.avail_actions, "next_avail": batch.next_avail_actions,
+        }  # fmt: skip
+        t = {k: self._tensor(v) for k, v in b.items()}
+        live = t["agent_mask"] > 0.5
+        q = self._utilities("agent", t["obs"], t["avail"])
+        greedy = torch.argmax(q.detach(), dim=-1)
+        target, q_star_greedy = self._targets(t, greedy)
+        q_taken = ops.where(live, ops.gather_last(q, t["actions"]), 0.0)
+        q_tot = nets["mixer"](q_taken, t["state"])
+        q_central = ops.gather_last(nets["central_agent"](t["obs"])[0], t["actions"])
+        q_star = nets["central_mixer"](ops.where(live, q_central, 0.0), t["state"])
+        weights = weights_for(
+            ops, cfg.weighting, td_error=q_tot.detach() - target,
+            is_greedy=is_greedy_joint_action(ops, t["actions"], greedy, t["agent_mask"]),
+            target=target, q_central_greedy=q_star_greedy, alpha=cfg.alpha,
+        )  # fmt: skip
+        transitions = ops.max(t["agent_mask"], axis=-1)  # rows with at least one live agent
+        terms = wqmix_loss(ops, q_tot, q_star, target, weights, transitions)
+        grad_norm = self._step(terms.loss)
+        self.updates += 1
+        if self.updates % cfg.target_update_interval == 0:
+            self._sync_targets()
+        return WQMIXStats(
+            loss=ops.item(terms.loss), loss_qmix=ops.item(terms.loss_qmix),
+            loss_central=ops.item(terms.loss_central), weight_mean=ops.item(terms.weight_mean),
+            q_tot_mean=ops.item(q_tot.mean()), target_mean=ops.item(target.mean()),
+            grad_norm=grad_norm, epsilon=epsilon_at(cfg, self.explore_steps),
+        )  # fmt: skip
+
+    def _step(self, loss: torch.Tensor) -> float:
+        grads = torch.autograd.grad(loss, self.params)
+        clipped, norm = clip_by_global_norm(self.ops, list(grads), self.config.max_grad_norm)
+        for param, grad in zip(self.params, clipped, strict=True):
+            param.grad = grad
+        for optimizer in self.optimizers.values():
+            optimizer.step()
+        return self.ops.item(norm)
+
+    def _sync_targets(self) -> None:
+        for name in TARGETS:
+            self.nets[name].load_state_dict(self.nets[name.removeprefix("target_")].state_dict())
+
+    # -- checkpoints ----------------------------------------------------------------------------
+
+    def policy_tensor_names(self) -> list[str]:
+        return sorted(module_state("agent", self.nets["agent"]))
+
+    def state(self) -> dict[str, NDArray[Any]]:
+        tensors: dict[str, NDArray[Any]] = {}
+        for name, net in self.nets.items():
+            tensors.update(module_state(name, net))
+        for name in LIVE:
+            tensors.update(optimizer_state(name, self.optimizers[name], name, self.nets[name]))
+        tensors["rng/exploration"] = rng.state_tensor(self.exploration)
+        tensors["counters/updates"] = np.array(self.updates, np.int64)
+        tensors["counters/explore_steps"] = np.array(self.explore_steps, np.int64)
+        return tensors
+
+    def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
+        load_module("agent", self.nets["agent"], tensors)
+        if policy_only:
+            return
+        for name, net in self.nets.items():
+            load_module(name, net, tensors)
+        for name in LIVE:
+            load_optimizer(name, self.optimizers[name], name, self.nets[name], tensors)
+        rng.restore(self.exploration, tensors["rng/exploration"])
+        self.updates = int(tensors["counters/updates"])
+        self.explore_steps = int(tensors["counters/explore_steps"])

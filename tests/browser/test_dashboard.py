@@ -1,0 +1,157 @@
+"""What a person does in the dashboard, in a real Chromium against the real service: a bad
+hyperparameter is refused next to its field; a run launched from the form shows up in the table and
+its chart gains points while it trains; a checkpoint's replay opens; a running run is cancelled; two
+runs are compared. The tests run in this order and share the runs they start."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import pytest
+from browser_support import Page
+from e2e_support import Api
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
+
+RUNS: dict[str, str] = {}  # what the earlier tests started, for the later ones
+TRAINING_BUDGET_S = 240
+
+
+def _fill_small_ddpg(page: Page, total_steps: int) -> None:
+    """Choose DDPG on Pendulum and set a budget the shared test machine trains in seconds."""
+    tab = page.tab
+    tab.select_option("select[name=algorithm]", "ddpg")
+    tab.select_option("select[name=environment]", label="Pendulum-v1 (gymnasium)")
+    values = {
+        "name": "browser-ddpg",
+        "total_steps": str(total_steps),
+        "env.num_envs": "1",
+        "evaluation.every_steps": "500",
+        "evaluation.episodes": "1",
+        "checkpoint.every_steps": "1000",
+        "checkpoint.keep_last": "2",
+        "hyperparameters.learning_starts": "64",
+        "hyperparameters.batch_size": "32",
+        "hyperparameters.hidden_sizes": "32, 32",
+        "hyperparameters.updates_per_step": "0.25",
+    }
+    for name, value in values.items():
+        tab.fill(f"[name='{name}']", value)
+
+
+def _points(page: Page, chart: str) -> int:
+    return int(page.tab.get_attribute(f"[data-chart='{chart}']", "data-points") or 0)
+
+
+def _wait_for(condition: Any, what: str, timeout_s: float = TRAINING_BUDGET_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.25)
+
+
+def test_a_bad_hyperparameter_shows_its_error_next_to_the_field(page: Page) -> None:
+    page.open("#/new")
+    _fill_small_ddpg(page, 3000)
+    page.tab.fill("[name='hyperparameters.tau']", "5")
+    page.tab.click("[data-action=submit]")
+
+    error = page.tab.locator(".field[data-field='hyperparameters.tau'] .field-error")
+    error.wait_for()
+    assert "less than or equal to 1" in error.inner_text()
+    assert page.tab.locator(".field.invalid").count() == 1
+    assert re.search(r"#/new$", page.tab.url)
+    assert len(page.allow_errors("status of 422")) == 1  # the refused submission itself
+    page.screenshot("new-run-error")
+
+
+def test_a_run_from_the_form_trains_live_and_appears_in_the_table(page: Page, service: Api) -> None:
+    page.open("#/new")
+    _fill_small_ddpg(page, 3000)
+    page.screenshot("new-run-form")
+    page.tab.click("[data-action=submit]")
+    page.tab.wait_for_url(re.compile(r"#/runs/[0-9A-Z]{26}$"))
+    run_id = page.tab.url.rsplit("/", 1)[1]
+    RUNS["trained"] = run_id
+
+    page.tab.locator("[data-chart=return]").wait_for()
+    _wait_for(lambda: _points(page, "return") > 0, "the first points of the return chart")
+    first = _points(page, "return")
+    _wait_for(lambda: _points(page, "return") > first, "the return chart to gain points")
+    page.screenshot("run-training")
+    # The page follows the run to its end without a reload.
+    page.tab.locator(".badge[data-status=succeeded]").first.wait_for(
+        timeout=TRAINING_BUDGET_S * 1000
+    )
+    assert page.tab.locator("#checkpoints tr[data-checkpoint]").count() >= 1
+    page.screenshot("run-finished")
+
+    page.open("#/")
+    row = page.tab.locator(f"tr[data-run='{run_id}']")
+    row.wait_for()
+    assert row.locator(".badge").inner_text() == "succeeded"
+    assert row.locator("[data-col=return]").inner_text() != "–"
+    page.screenshot("runs-table")
+
+
+def test_a_checkpoint_replay_opens(page: Page) -> None:
+    run_id = RUNS["trained"]
+    page.open(f"#/runs/{run_id}")
+    page.tab.locator("#checkpoints [data-action=replay]").first.click()
+    image = page.tab.locator("#replay img")
+    image.wait_for()
+    _wait_for(
+        lambda: image.evaluate("img => img.complete && img.naturalWidth > 0"),
+        "the replay GIF to load",
+        timeout_s=180,
+    )
+    assert image.evaluate("img => img.naturalWidth") > 50
+    page.screenshot("run-replay")
+
+
+def test_a_running_run_can_be_cancelled(page: Page, service: Api, tiny_spec: Any) -> None:
+    created = service.submit(tiny_spec(total_steps=500_000, name="browser-cancel"))
+    RUNS["cancelled"] = created["id"]
+    service.wait_until(created["id"], {"running"}, min_step=1, timeout=TRAINING_BUDGET_S)
+    # The table follows the run without a reload.
+    page.open("#/")
+    row = page.tab.locator(f"tr[data-run='{created['id']}']")
+    row.wait_for()
+    shown = int(row.get_attribute("data-step") or 0)
+    _wait_for(lambda: int(row.get_attribute("data-step") or 0) > shown, "the table's progress")
+    assert row.locator(".badge").inner_text() == "running"
+    page.screenshot("runs-table-live")
+
+    page.open(f"#/runs/{created['id']}")
+    page.tab.locator("[data-action=cancel]").click()
+
+    page.tab.locator("h1 .badge[data-status=cancelled]").wait_for(timeout=60_000)
+    timeline = page.tab.locator("#timeline").inner_text()
+    assert "cancel requested" in timeline
+    assert page.tab.locator("[data-action=resume]").is_visible()
+    page.screenshot("run-cancelled")
+
+
+def test_two_runs_can_be_compared(page: Page) -> None:
+    trained, cancelled = RUNS["trained"], RUNS["cancelled"]
+    page.open("#/")
+    for run_id in (trained, cancelled):
+        page.tab.locator(f"tr[data-run='{run_id}'] input[type=checkbox]").check()
+    page.tab.click("[data-action=compare]")
+    page.tab.wait_for_url(re.compile(r"#/compare\?ids="))
+
+    chart = page.tab.locator("[data-chart='train/episode_return']")
+    chart.wait_for()
+    assert chart.locator(".legend span").count() == 2
+    differing = page.tab.locator("#hyperparameters tr.differs").evaluate_all(
+        "rows => rows.map(r => r.dataset.key)"
+    )
+    assert {"total_steps", "name"} <= set(differing)
+    assert "hyperparameters.gamma" not in differing
+    page.screenshot("compare")
+    page.tab.set_viewport_size({"width": 390, "height": 844})
+    page.open(f"#/runs/{trained}")
+    page.tab.locator("[data-chart=return]").wait_for()
+    page.screenshot("run-phone")
