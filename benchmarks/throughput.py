@@ -93,7 +93,8 @@ def bench_train(args: argparse.Namespace) -> None:
     train(spec, hooks)
     wall = time.perf_counter() - start
     print(
-        f"{args.algorithm}/{args.backend} on {args.env}, {args.num_envs} envs, {args.steps} steps"
+        f"{args.algorithm}/{args.backend} on {args.env}, {args.num_envs} envs ({kind}), "
+        f"{args.steps} steps"
     )
     print(f"  bare env (random actions): {bare:9.0f} env steps/s")
     print(f"  training, whole run:      {args.steps / wall:9.0f} env steps/s ({wall:.1f} s)")
@@ -161,7 +162,7 @@ def main() -> None:
     tr.add_argument("--num-envs", type=int, default=1)
     tr.add_argument("--steps", type=int, default=3000)
     tr.add_argument(
-        "--envs-per-worker", type=int, default=0, help="step envs in processes (0: the default rule)"
+        "--envs-per-worker", type=int, default=0, help="step envs in processes (0: default rule)"
     )
     on = sub.add_parser("onpolicy", help="MAPPO/IPPO training steps/s vs the bare env")
     on.add_argument("--algorithms", nargs="+", default=["mappo", "ippo"])

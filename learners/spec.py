@@ -1,7 +1,7 @@
 """The experiment spec: the product's main interface, validated once and shared by API and worker.
 
-``parse_spec`` turns untrusted JSON into a frozen ``ExperimentSpec`` with every default filled in, or
-raises ``SpecError`` listing each bad field by its dotted path (``hyperparameters.tau``,
+``parse_spec`` turns untrusted JSON into a frozen ``ExperimentSpec`` with every default filled in,
+or raises ``SpecError`` listing each bad field by its dotted path (``hyperparameters.tau``,
 ``env.kwargs.N``) and the reason. Nothing here imports a deep-learning framework.
 """
 
@@ -36,7 +36,7 @@ class SpecError(ValueError):
 _STRICT = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
-# The pydantic mypy plugin gives the synthesised __init__ a ``**kwargs`` beside the ``kwargs`` field.
+# The pydantic mypy plugin's synthesised __init__ has a ``**kwargs`` beside the ``kwargs`` field.
 class EnvSpec(BaseModel):  # type: ignore[no-redef]
     """Which environment to train on and how many copies to step together."""
 
@@ -49,7 +49,7 @@ class EnvSpec(BaseModel):  # type: ignore[no-redef]
     num_envs: int = Field(default=1, ge=1, le=256)
     """How many copies of the environment step in lockstep, batched into one array."""
     kwargs: dict[str, JsonValue] = Field(default_factory=dict)
-    """Keyword arguments for the environment's own constructor (mpe2's ``N``, Pendulum's ``g``...)."""
+    """Keyword arguments for the environment's own constructor (mpe2's ``N``, Pendulum's ``g``)."""
 
 
 class EvaluationSpec(BaseModel):
@@ -90,9 +90,9 @@ class SpecEnvelope(BaseModel):
     total_steps: int = Field(gt=0, le=1_000_000_000)
     """The training budget in environment steps, counted over all parallel envs."""
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
-    """Seeds the networks, the exploration and the environments: the same spec trains the same way."""
+    """Seeds the networks, the exploration and the environments: a spec always trains the same."""
     device: Device = Device.AUTO
-    """``auto`` uses CUDA when the worker has it; ``cuda`` fails the run on a worker without a GPU."""
+    """``auto`` uses CUDA when the worker has it; ``cuda`` fails the run on a worker with no GPU."""
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
     """Values for the algorithm's config class; omitted ones take its (per-environment) defaults."""
     evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)

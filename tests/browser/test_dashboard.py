@@ -5,6 +5,7 @@ runs are compared. The tests run in this order and share the runs they start."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from typing import Any
@@ -63,8 +64,17 @@ def test_a_bad_hyperparameter_shows_its_error_next_to_the_field(page: Page) -> N
     assert "less than or equal to 1" in error.inner_text()
     assert page.tab.locator(".field.invalid").count() == 1
     assert re.search(r"#/new$", page.tab.url)
-    assert len(page.allow_errors("status of 422")) == 1  # the refused submission itself
     page.screenshot("new-run-error")
+
+    # The same spec edited as JSON: the form's values carry over, the error is listed above it.
+    page.tab.click("[data-tab=json]")
+    spec = json.loads(page.tab.input_value("textarea[name=spec-json]"))
+    assert spec["hyperparameters"]["tau"] == 5 and spec["env"]["id"] == "Pendulum-v1"
+    page.tab.click("[data-action=submit]")
+    listed = page.tab.locator("#form-errors")
+    listed.get_by_text("hyperparameters.tau").first.wait_for()
+    assert len(page.allow_errors("status of 422")) == 2  # the two refused submissions
+    page.screenshot("new-run-json-error")
 
 
 def test_a_run_from_the_form_trains_live_and_appears_in_the_table(page: Page, service: Api) -> None:

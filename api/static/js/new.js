@@ -215,8 +215,9 @@ export async function mount(root) {
       el.classList.add("invalid");
       el.querySelector(".field-error").append(h("div", {}, f.reason));
     }
-    fill(errors, unplaced.length || !(e.fields || []).length
-      ? [h("div", {}, e.message), unplaced.map((u) => h("div", { class: "small" }, u))] : null);
+    if (!(e.fields || []).length) fill(errors, e.message);
+    else fill(errors, unplaced.length ? [h("div", {}, "The spec was refused:"),
+      unplaced.map((u) => h("div", { class: "small" }, u))] : null);
   }
 
   async function onSubmit(event) {

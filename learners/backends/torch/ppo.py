@@ -21,7 +21,13 @@ import torch
 from numpy.typing import NDArray
 
 from learners import rng
-from learners.algorithms.ppo import PPOConfig, PPOStats, learning_rate_at, rollout_targets
+from learners.algorithms.ppo import (
+    PPOConfig,
+    PPOStats,
+    learning_rate_at,
+    rollout_targets,
+    sample_actions,
+)
 from learners.backends.torch.agent_nets import AgentMLP
 from learners.backends.torch.networks import (
     load_module,
@@ -145,18 +151,12 @@ class TorchPPO:
         out, h_next = self.actor(obs.unsqueeze(0), h)
         return out[0], h_next
 
-    def _sample(self, out: torch.Tensor, avail: torch.Tensor, explore: bool) -> torch.Tensor:
-        if self.discrete:
-            logits = dist.masked_logits(self.ops, out, avail)
-            if explore:  # Gumbel-max: argmax(logits + Gumbel noise) is a categorical sample
-                gumbel = self.exploration.gumbel(size=out.shape).astype(np.float32)
-                logits = logits + self._tensor(gumbel)
-            return torch.argmax(logits, dim=-1)
-        if not explore:
-            return out
-        assert self.actor.log_std is not None
-        noise = self._tensor(self.exploration.standard_normal(size=out.shape, dtype=np.float32))
-        return out + torch.exp(self.actor.log_std) * noise
+    def _sample(
+        self, out: torch.Tensor, avail: NDArray[np.float32], explore: bool
+    ) -> tuple[NDArray[Any], NDArray[np.float32]]:
+        """Actions and log-probabilities on the host (``sample_actions``)."""
+        log_std = None if self.actor.log_std is None else self.actor.log_std.detach().cpu().numpy()
+        return sample_actions(out.cpu().numpy(), avail, log_std, self.exploration, explore)
 
     def _log_prob(
         self, out: torch.Tensor, actions: torch.Tensor, avail: torch.Tensor
@@ -172,22 +172,19 @@ class TorchPPO:
         assert self.actor.log_std is not None
         return dist.normal_entropy(self.ops, self.actor.log_std.expand_as(out))
 
-    def _env_actions(self, actions: torch.Tensor) -> NDArray[Any]:
-        if self.discrete:
-            return actions.cpu().numpy()
-        return torch.clamp(actions, -1.0, 1.0).cpu().numpy()
+    def _env_actions(self, actions: NDArray[Any]) -> NDArray[Any]:
+        return actions if self.discrete else np.clip(actions, -1.0, 1.0)
 
     @torch.inference_mode()
     def rollout_step(self, observation: Observation, memory: Memory) -> tuple[RolloutStep, Memory]:
         """Sample actions for every copy and agent with their log-probabilities (one forward
-        pass); the critic values the rollout afterwards, in ``update``."""
-        avail = self._tensor(observation.avail_actions)
+        pass of the actor); the critic values the rollout afterwards, in ``update``."""
         out, memory_next = self._actor_step(self._tensor(observation.obs), memory)
-        actions = self._sample(out, avail, explore=True)
+        actions, log_prob = self._sample(out, observation.avail_actions, explore=True)
         step = RolloutStep(
-            actions=actions.cpu().numpy(),
+            actions=actions,
             env_actions=self._env_actions(actions),
-            log_prob=self._log_prob(out, actions, avail).cpu().numpy(),
+            log_prob=log_prob,
             hidden=None if memory is None else memory.cpu().numpy(),
         )
         return step, memory_next
@@ -204,9 +201,8 @@ class TorchPPO:
                 (num_envs, self.info.num_agents, self.config.rnn_hidden_size), device=self.device
             )
         out, self._act_memory = self._actor_step(self._tensor(observation.obs), self._act_memory)
-        return self._env_actions(
-            self._sample(out, self._tensor(observation.avail_actions), explore)
-        )
+        actions, _ = self._sample(out, observation.avail_actions, explore)
+        return self._env_actions(actions)
 
     def end_episodes(self, ended: NDArray[np.bool_]) -> None:
         """Forget ``act``'s GRU state for the copies whose episode ended."""
