@@ -92,7 +92,10 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         suites=frozenset({EnvSuite.MPE}),
         action_kinds=frozenset({ActionKind.CONTINUOUS, ActionKind.DISCRETE}),
         runner=RunnerKind.OFF_POLICY,
-        learners={Backend.TORCH: "learners.backends.torch.maddpg:TorchMADDPG"},
+        learners={
+            Backend.TORCH: "learners.backends.torch.maddpg:TorchMADDPG",
+            Backend.TENSORFLOW: "learners.backends.tensorflow.maddpg:TensorFlowMADDPG",
+        },
     ),
     Algorithm.IPPO: AlgorithmEntry(
         algorithm=Algorithm.IPPO,
@@ -140,7 +143,10 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         suites=frozenset({EnvSuite.MPE}),
         action_kinds=frozenset({ActionKind.DISCRETE}),
         runner=RunnerKind.OFF_POLICY,
-        learners={Backend.TORCH: "learners.backends.torch.wqmix:TorchWQMIX"},
+        learners={
+            Backend.TORCH: "learners.backends.torch.wqmix:TorchWQMIX",
+            Backend.TENSORFLOW: "learners.backends.tensorflow.wqmix:TensorFlowWQMIX",
+        },
     ),
 }
 

@@ -1,22 +1,22 @@
 """End-to-end fixtures: the service as separate processes, started with the commands the
-deployment uses (``marlforge api``, ``marlforge worker --backend torch``) on the session's
+deployment uses (``marlforge api``, ``marlforge worker [--backend ...]``) on the session's
 PostgreSQL database and Redis."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from e2e_support import Api, ServiceProcess, free_port, service_env
+from e2e_support import Api, ServiceProcess, Stack, free_port, service_env
 
 
-@pytest.fixture(scope="module")
-def stack(
-    tmp_path_factory: pytest.TempPathFactory, pg_url: str, redis_url: str, queue_prefix: str
-) -> Iterator[Api]:
-    """The API and one torch worker as processes; yields a client of the API."""
-    folder: Path = tmp_path_factory.mktemp("stack")
+@contextmanager
+def _running_stack(
+    folder: Path, worker_args: list[str], pg_url: str, redis_url: str, queue_prefix: str
+) -> Iterator[Stack]:
+    """The API and one worker (``marlforge worker <worker_args>``) as processes."""
     port = free_port()
     env = service_env(
         {
@@ -28,7 +28,7 @@ def stack(
             "MARLFORGE_POLL_INTERVAL_S": "0.2",
         }
     )
-    worker = ServiceProcess(["worker", "--backend", "torch"], env, folder / "worker.log")
+    worker = ServiceProcess(["worker", *worker_args], env, folder / "worker.log")
     api = ServiceProcess(
         ["api", "--host", "127.0.0.1", "--port", str(port)], env, folder / "api.log"
     )
@@ -36,12 +36,34 @@ def stack(
     try:
         client.wait_ready(process=api)
         worker.wait_for_output(" ready.")
-        yield client
+        yield Stack(client, worker)
     finally:
         client.http.close()
         api.stop()
         worker.stop()
         _forget_queues(redis_url, queue_prefix)
+
+
+@pytest.fixture(scope="module")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, pg_url: str, redis_url: str, queue_prefix: str
+) -> Iterator[Api]:
+    """The API and one torch worker as processes; yields a client of the API."""
+    folder = tmp_path_factory.mktemp("stack")
+    args = ["--backend", "torch"]
+    with _running_stack(folder, args, pg_url, redis_url, queue_prefix) as running:
+        yield running.api
+
+
+@pytest.fixture(scope="module")
+def full_stack(
+    tmp_path_factory: pytest.TempPathFactory, pg_url: str, redis_url: str, queue_prefix: str
+) -> Iterator[Stack]:
+    """The API and one worker consuming every backend's queue (``marlforge worker``, as in
+    ``make up``), as processes."""
+    folder = tmp_path_factory.mktemp("full-stack")
+    with _running_stack(folder, [], pg_url, redis_url, queue_prefix) as running:
+        yield running
 
 
 def _forget_queues(redis_url: str, queue_prefix: str) -> None:

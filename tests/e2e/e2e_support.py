@@ -10,10 +10,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from workers.threads import THREAD_VARIABLES
 
 TERMINAL = {"succeeded", "failed", "cancelled"}
 
@@ -34,11 +37,13 @@ def free_port() -> int:
 
 def service_env(overrides: Mapping[str, str], drop: Iterable[str] = ()) -> dict[str, str]:
     """The environment of a service process: this one's, with MARLFORGE_* replaced."""
+    # The frameworks' thread variables go too: the worker sets them from MARLFORGE_WORKER_THREADS
+    # (default 1), and the tests run with that default.
+    left_out = {*drop, *THREAD_VARIABLES}
     env = {
-        k: v for k, v in os.environ.items() if not k.startswith("MARLFORGE_") and k not in set(drop)
+        k: v for k, v in os.environ.items() if not k.startswith("MARLFORGE_") and k not in left_out
     }
-    # Two shared cores: one torch thread per process keeps the machine usable.
-    env.update({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
+    env["PYTHONUNBUFFERED"] = "1"
     env.update(overrides)
     return env
 
@@ -174,3 +179,11 @@ class Api:
             f"/v1/experiments/{experiment_id}/checkpoints"
         ).json()["items"]
         return items
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A running API (its client) and the worker process behind it."""
+
+    api: Api
+    worker: ServiceProcess

@@ -121,7 +121,12 @@ def module_state(prefix: str, net: nn.Cell) -> dict[str, NDArray[Any]]:
 
 def load_module(prefix: str, net: nn.Cell, tensors: Mapping[str, NDArray[Any]]) -> None:
     """Load ``module_state``'s arrays (from any backend) back; every name must be there and every
-    shape must match, or nothing is assigned."""
+    shape must match, or nothing is assigned.
+
+    Values are copied into the parameters' memory (``copy_``), never swapped in with
+    ``Parameter.set_data``: MindSpore 2.10's compiled graphs keep reading (and writing) the memory
+    a parameter had when they were compiled, so after ``set_data`` they would go on using the old
+    weights."""
     values = []
     for name, param in named_parameters(net):
         key = f"{prefix}.{name}"
@@ -132,13 +137,13 @@ def load_module(prefix: str, net: nn.Cell, tensors: Mapping[str, NDArray[Any]]) 
             raise ValueError(f"{key} has shape {value.shape}, expected {tuple(param.shape)}")
         values.append(value)
     for param, value in zip(parameters(net), values, strict=True):
-        param.set_data(Tensor(value))
+        param.copy_(Tensor(value))
 
 
 def copy_into(target: nn.Cell, source: nn.Cell) -> None:
     """Give ``target`` ``source``'s parameter values (same architecture)."""
     for t, s in zip(parameters(target), parameters(source), strict=True):
-        t.set_data(Tensor(s.asnumpy().copy()))
+        t.copy_(Tensor(s.asnumpy().copy()))
 
 
 def soft_update(targets: Sequence[Parameter], lives: Sequence[Parameter], tau: float) -> None:

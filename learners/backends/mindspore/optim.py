@@ -107,7 +107,7 @@ class TorchAdam(nn.Cell):
         if not any(head + "step" in tensors for head in heads):
             self.step = 0
             for slot in (*self.exp_avg, *self.exp_avg_sq):
-                slot.set_data(Tensor(np.zeros(slot.shape, np.float32)))
+                slot.copy_(Tensor(np.zeros(slot.shape, np.float32)))
             return
         steps = {float(np.asarray(tensors[head + "step"])) for head in heads}
         if len(steps) != 1:
@@ -120,7 +120,7 @@ class TorchAdam(nn.Cell):
                     raise ValueError(f"{head}{key} has shape {value.shape}, expected {m.shape}")
                 moments.append(value)
         for slot, value in zip(_interleave(self.exp_avg, self.exp_avg_sq), moments, strict=True):
-            slot.set_data(Tensor(value))
+            slot.copy_(Tensor(value))
         self.step = int(steps.pop())
 
 

@@ -35,16 +35,18 @@ def agent_dense(
     shared: bool,
     gain: float,
     rng: np.random.Generator,
+    trainable: bool = True,
 ) -> Dense:
     """A ``Dense`` for every agent: orthogonal kernels (one per agent) scaled by ``gain``, zero
     biases."""
     if shared:
         kernel = orthogonal(rng, in_features, out_features, gain)
-        return Dense(name, kernel, np.zeros(out_features, np.float32))
+        return Dense(name, kernel, np.zeros(out_features, np.float32), trainable=trainable)
     kernels = np.stack(
         [orthogonal(rng, in_features, out_features, gain) for _ in range(num_agents)]
     )
-    return Dense(name, kernels, np.zeros((num_agents, out_features), np.float32), per_agent=True)
+    bias = np.zeros((num_agents, out_features), np.float32)
+    return Dense(name, kernels, bias, per_agent=True, trainable=trainable)
 
 
 class AgentGRUCell(tf.Module):
@@ -94,6 +96,7 @@ class AgentMLP(tf.Module):
         rnn_hidden_size: int | None,
         rng: np.random.Generator,
         head_gain: float,
+        trainable: bool = True,
     ) -> None:
         super().__init__()
         self.num_agents = num_agents
@@ -105,7 +108,7 @@ class AgentMLP(tf.Module):
         hidden_gain = math.sqrt(2.0)
         # Built in the torch learner's init order (layers, GRU, head), so a seed means one thing.
         self.layers = [
-            agent_dense(f"layers.{i}", a, b, num_agents, shared, hidden_gain, rng)
+            agent_dense(f"layers.{i}", a, b, num_agents, shared, hidden_gain, rng, trainable)
             for i, (a, b) in enumerate(zip(sizes[:-1], [*hidden_sizes], strict=True))
         ]
         self.gru: AgentGRUCell | None = None
@@ -114,7 +117,9 @@ class AgentMLP(tf.Module):
             self.gru = AgentGRUCell(hidden_sizes[0], rnn_hidden_size, num_agents, shared, rng)
             if len(hidden_sizes) == 1:
                 last = rnn_hidden_size
-        self.head = agent_dense("head", last, out_features, num_agents, shared, head_gain, rng)
+        self.head = agent_dense(
+            "head", last, out_features, num_agents, shared, head_gain, rng, trainable
+        )
         self.params: list[Param] = [p for layer in self.layers for p in layer.params]
         if self.gru is not None:
             self.params += self.gru.params

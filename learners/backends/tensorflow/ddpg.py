@@ -9,7 +9,8 @@ its own target (seeds defect 8). Each tape watches only the network it trains.
 
 The whole update (target, both gradient steps, Adam, soft updates) runs as one ``tf.function``;
 ``set_compiled(False)`` runs it eagerly instead (``benchmarks/tensorflow_compile.py`` measures the
-difference). ``_policy`` and ``_q`` are the two places MADDPG differs, as in the torch learner.
+difference). ``_build_networks``, ``_policy``, ``_q``, ``_batch_actions`` and ``_update_noise``
+are where MADDPG differs, as in the torch learner.
 """
 
 from __future__ import annotations
@@ -58,8 +59,7 @@ class TensorFlowDDPG:
     networks = ("actor", "critic", "target_actor", "target_critic")
 
     def __init__(self, config: DDPGConfig, info: EnvInfo, device: str, seed: int) -> None:
-        if info.action_kind != "continuous":
-            raise ValueError(f"{type(self).__name__} needs continuous actions, not {info.action_kind}")
+        self._check_info(info)
         self.config = config
         self.info = info
         self.device = tf_device(device)
@@ -75,6 +75,12 @@ class TensorFlowDDPG:
         self.rng = rngs.generator(seed, "exploration")
         self.updates = 0
         self.set_compiled(True)
+
+    def _check_info(self, info: EnvInfo) -> None:
+        if info.action_kind != "continuous":
+            raise ValueError(
+                f"{type(self).__name__} needs continuous actions, not {info.action_kind}"
+            )
 
     def _build_networks(self, init: np.random.Generator, trainable: bool) -> tuple[Any, Any]:
         info, hidden = self.info, self.config.hidden_sizes
@@ -94,9 +100,13 @@ class TensorFlowDDPG:
         self._train_step = maybe_compile(self._train_step_eager, compiled)
         self._act_step = maybe_compile(self._act_step_eager, compiled)
 
-    # -- the two pieces MADDPG overrides -------------------------------------------------------
-    def _policy(self, obs: tf.Tensor, *, target: bool = False) -> tf.Tensor:
-        """Actions (B, N, action_dim) for observations (B, N, obs_dim)."""
+    # -- the pieces MADDPG overrides -----------------------------------------------------------
+    def _policy(
+        self, obs: tf.Tensor, avail: tf.Tensor, *, target: bool = False, noise: Batch | None = None
+    ) -> tf.Tensor:
+        """Actions (B, N, action_dim) as the critic takes them, for observations (B, N, obs_dim)
+        (``avail``: the available discrete actions, unused for continuous ones; ``noise``: the
+        update's draws from ``_update_noise``)."""
         actor = self.target_actor if target else self.actor
         return actor(obs)
 
@@ -109,24 +119,29 @@ class TensorFlowDDPG:
         """The stored actions as the critic takes them."""
         return batch["actions"]
 
+    def _update_noise(self, batch: ReplayBatch) -> dict[str, NDArray[Any]]:
+        """Random draws the update needs, made on the host (a compiled step takes them as
+        inputs); DDPG needs none."""
+        return {}
+
     # ------------------------------------------------------------------------------------------
     def _tensor(self, array: NDArray[Any]) -> tf.Tensor:
         return self.ops.asarray(array)
 
-    def _act_step_eager(self, obs: tf.Tensor) -> tf.Tensor:
-        return self._policy(obs)
+    def _act_step_eager(self, obs: tf.Tensor, avail: tf.Tensor) -> tf.Tensor:
+        return self._policy(obs, avail)
 
     def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
-        actions = self._act_step(self._tensor(observation.obs)).numpy()
+        obs, avail = self._tensor(observation.obs), self._tensor(observation.avail_actions)
+        actions = np.asarray(self._act_step(obs, avail).numpy())
         if explore:
-            return self._explore(actions)
+            return gaussian_exploration(actions, self.config.exploration_noise, self.rng)
         return actions
 
-    def _explore(self, actions: NDArray[Any]) -> NDArray[Any]:
-        return gaussian_exploration(actions, self.config.exploration_noise, self.rng)
-
     def _batch(self, batch: ReplayBatch) -> Batch:
-        return {f.name: self._tensor(getattr(batch, f.name)) for f in fields(ReplayBatch)}
+        arrays = {f.name: getattr(batch, f.name) for f in fields(ReplayBatch)}
+        arrays.update(self._update_noise(batch))
+        return {name: self._tensor(array) for name, array in arrays.items()}
 
     def update(self, batch: ReplayBatch) -> DDPGStats:
         out = self._train_step(self._batch(batch))
@@ -137,7 +152,8 @@ class TensorFlowDDPG:
         ops, cfg = self.ops, self.config
         obs, next_obs, mask = batch["obs"], batch["next_obs"], batch["agent_mask"]
         terminated = batch["terminated"][:, None]
-        q_next = self._q(next_obs, self._policy(next_obs, target=True), target=True)
+        next_actions = self._policy(next_obs, batch["next_avail_actions"], target=True)
+        q_next = self._q(next_obs, next_actions, target=True)
         target = td_target(ops, batch["rewards"], q_next, terminated, cfg.gamma)
 
         with tf.GradientTape(watch_accessed_variables=False) as tape:
@@ -149,7 +165,8 @@ class TensorFlowDDPG:
         )
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(variables(self.actor))
-            loss_actor = actor_loss(ops, self._q(obs, self._policy(obs)), mask)
+            actions = self._policy(obs, batch["avail_actions"], noise=batch)
+            loss_actor = actor_loss(ops, self._q(obs, actions), mask)
         norm_actor = gradient_step(ops, tape, loss_actor, [self.actor_optimizer], cfg.max_grad_norm)
         soft_update(self.target_actor, self.actor, cfg.tau)
         soft_update(self.target_critic, self.critic, cfg.tau)

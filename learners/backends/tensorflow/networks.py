@@ -133,6 +133,31 @@ class MLP(tf.Module):
         return tf.tanh(x) if self.tanh_output else x
 
 
+class PerAgentMLP(tf.Module):
+    """One ``MLP`` per agent (canonical names ``agents.<i>.layers...``, as the torch
+    ``PerAgentMLP``): (B, N, in) -> (B, N, out), agent ``i``'s rows through network ``i``."""
+
+    def __init__(
+        self,
+        num_agents: int,
+        in_dim: int,
+        hidden_sizes: Sequence[int],
+        out_dim: int,
+        rng: np.random.Generator,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__()
+        self.agents = [MLP(in_dim, hidden_sizes, out_dim, rng, **kwargs) for _ in range(num_agents)]
+        self.params = [
+            Param(f"agents.{i}.{p.name}", p.variable, p.transposed)
+            for i, net in enumerate(self.agents)
+            for p in net.params
+        ]
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        return tf.stack([net(x[:, i]) for i, net in enumerate(self.agents)], axis=1)
+
+
 def variables(net: Any) -> list[tf.Variable]:
     """The variables of ``net``'s ``params``, in canonical order."""
     return [p.variable for p in net.params]

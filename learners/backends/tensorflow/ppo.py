@@ -5,12 +5,12 @@ The TensorFlow twin of ``learners.backends.torch.ppo.TorchPPO``: the same networ
 onto the GAE returns, never the old values, seeds defect 1; the policy loss is a masked mean over
 every (step, agent) entry, as in torch, seeds defect 3), one gradient step per minibatch clipped by
 the global norm of all parameters and only when ``max_grad_norm`` is set (never per tensor, never
-unconditionally: seeds defect 3), PyTorch's Adam arithmetic, and exploration noise drawn from the
-same NumPy generator in the same order, so from the same checkpoint both backends sample the same
-actions and make the same updates.
+unconditionally: seeds defect 3), PyTorch's Adam arithmetic, and actions sampled on the host by the
+shared ``sample_actions`` from the same NumPy generator, so from the same checkpoint both backends
+sample the same actions and make the same updates.
 
-A minibatch's whole gradient step and each rollout step's forward pass run as ``tf.function``
-graphs; ``set_compiled(False)`` runs them eagerly.
+A minibatch's whole gradient step, the actor's forward pass and the critic's value pass over a
+rollout run as ``tf.function`` graphs; ``set_compiled(False)`` runs them eagerly.
 """
 
 from __future__ import annotations
@@ -23,7 +23,13 @@ import tensorflow as tf
 from numpy.typing import NDArray
 
 from learners import rng
-from learners.algorithms.ppo import PPOConfig, PPOStats, learning_rate_at, rollout_targets
+from learners.algorithms.ppo import (
+    PPOConfig,
+    PPOStats,
+    learning_rate_at,
+    rollout_targets,
+    sample_actions,
+)
 from learners.backends.tensorflow.agent_nets import AgentMLP
 from learners.backends.tensorflow.networks import Param, load_module, module_state, variables
 from learners.backends.tensorflow.ops import TensorFlowOps
@@ -100,7 +106,8 @@ class TensorFlowPPO:
         default) or eagerly."""
         self.compiled = compiled
         self._train_step = maybe_compile(self._train_step_eager, compiled)
-        self._policy_step = maybe_compile(self._policy_step_eager, compiled)
+        self._actor_forward = maybe_compile(self._actor_forward_eager, compiled)
+        self._actor_recurrent_forward = maybe_compile(self._actor_recurrent_forward_eager, compiled)
         self._values_step = maybe_compile(self._values_step_eager, compiled)
         self._recurrent_values_step = maybe_compile(self._recurrent_values_step_eager, compiled)
 
@@ -132,27 +139,25 @@ class TensorFlowPPO:
     def _actor_step(self, obs: tf.Tensor, h: Memory) -> tuple[tf.Tensor, Memory]:
         """The actor's output for one step of (E, N, obs); recurrent: and its next state."""
         if h is None:
-            return self.actor(obs)[0], None
+            return self._actor_forward(obs), None
+        out, h_next = self._actor_recurrent_forward(obs, h)
+        return out, h_next
+
+    def _actor_forward_eager(self, obs: tf.Tensor) -> tf.Tensor:
+        return self.actor(obs)[0]
+
+    def _actor_recurrent_forward_eager(self, obs: tf.Tensor, h: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         out, h_next = self.actor(obs[None], h)
+        assert h_next is not None
         return out[0], h_next
 
-    def _noise(self, batch_shape: tuple[int, ...]) -> NDArray[np.float32]:
-        """The exploration draw for one step, as the torch learner draws it (same stream)."""
-        shape = (*batch_shape, self.info.action_dim)
-        if self.discrete:  # Gumbel-max: argmax(logits + Gumbel noise) is a categorical sample
-            return self.exploration.gumbel(size=shape).astype(np.float32)
-        return self.exploration.standard_normal(size=shape, dtype=np.float32)
-
-    def _sample(self, out: tf.Tensor, avail: tf.Tensor, noise: tf.Tensor | None) -> tf.Tensor:
-        if self.discrete:
-            logits = dist.masked_logits(self.ops, out, avail)
-            if noise is not None:
-                logits = logits + noise
-            return tf.argmax(logits, axis=-1, output_type=tf.int64)
-        if noise is None:
-            return out
-        assert self.actor.log_std is not None
-        return out + tf.exp(self.actor.log_std) * noise
+    def _sample(
+        self, out: tf.Tensor, avail: NDArray[np.float32], explore: bool
+    ) -> tuple[NDArray[Any], NDArray[np.float32]]:
+        """Actions and log-probabilities on the host (``sample_actions``, shared by every backend:
+        the same generator gives the same actions from the same outputs)."""
+        log_std = None if self.actor.log_std is None else self.actor.log_std.numpy()
+        return sample_actions(out.numpy(), avail, log_std, self.exploration, explore)
 
     def _log_std(self, out: tf.Tensor) -> tf.Tensor:
         assert self.actor.log_std is not None
@@ -171,25 +176,15 @@ class TensorFlowPPO:
     def _env_actions(self, actions: NDArray[Any]) -> NDArray[Any]:
         return actions if self.discrete else np.clip(actions, -1.0, 1.0)
 
-    def _policy_step_eager(
-        self, obs: tf.Tensor, avail: tf.Tensor, noise: tf.Tensor | None, h: Memory
-    ) -> tuple[tf.Tensor, tf.Tensor, Memory]:
-        out, h_next = self._actor_step(obs, h)
-        actions = self._sample(out, avail, noise)
-        return actions, self._log_prob(out, actions, avail), h_next
-
     def rollout_step(self, observation: Observation, memory: Memory) -> tuple[RolloutStep, Memory]:
         """Sample actions for every copy and agent with their log-probabilities (one forward
-        pass); the critic values the rollout afterwards, in ``update``."""
-        noise = self._tensor(self._noise(observation.obs.shape[:2]))
-        actions, log_prob, memory_next = self._policy_step(
-            self._tensor(observation.obs), self._tensor(observation.avail_actions), noise, memory
-        )
-        actions_np = actions.numpy()
+        pass of the actor); the critic values the rollout afterwards, in ``update``."""
+        out, memory_next = self._actor_step(self._tensor(observation.obs), memory)
+        actions, log_prob = self._sample(out, observation.avail_actions, explore=True)
         step = RolloutStep(
-            actions=actions_np,
-            env_actions=self._env_actions(actions_np),
-            log_prob=log_prob.numpy(),
+            actions=actions,
+            env_actions=self._env_actions(actions),
+            log_prob=log_prob,
             hidden=None if memory is None else memory.numpy(),
         )
         return step, memory_next
@@ -203,14 +198,9 @@ class TensorFlowPPO:
         ):
             shape = (num_envs, self.info.num_agents, self.config.rnn_hidden_size)
             self._act_memory = self.ops.asarray(np.zeros(shape, np.float32))
-        noise = self._tensor(self._noise(observation.obs.shape[:2])) if explore else None
-        actions, _, self._act_memory = self._policy_step(
-            self._tensor(observation.obs),
-            self._tensor(observation.avail_actions),
-            noise,
-            self._act_memory,
-        )
-        return self._env_actions(actions.numpy())
+        out, self._act_memory = self._actor_step(self._tensor(observation.obs), self._act_memory)
+        actions, _ = self._sample(out, observation.avail_actions, explore)
+        return self._env_actions(actions)
 
     def end_episodes(self, ended: NDArray[np.bool_]) -> None:
         """Forget ``act``'s GRU state for the copies whose episode ended."""

@@ -59,3 +59,17 @@ def maybe_compile(fn: Callable[..., Any], compiled: bool) -> Callable[..., Any]:
     if not compiled:
         return fn
     return tf.function(fn, autograph=False, reduce_retracing=True)
+
+
+def set_threads(threads: int) -> None:
+    """Cap TensorFlow's intra-op threads (and run one op at a time). TensorFlow fixes its thread
+    pools when it first runs an op, so in a worker process that has already run a TensorFlow job
+    the pools stay as they were; the setting is process-wide either way."""
+    if tf.config.threading.get_intra_op_parallelism_threads() == threads:
+        return
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:
+        # "cannot be modified after initialization": the pools already exist.
+        return

@@ -7,8 +7,10 @@ DDPG's, and so is the update: this class only changes what the networks see.
 - Agent ids are built for the batch in hand (``obs.shape[0]``), never for the configured batch size
   (the reference did the latter, so a smaller batch crashed: seeds defect 6).
 - Discrete actions: the actor gives logits; the critic takes one-hot actions; the actor's update
-  differentiates through a straight-through Gumbel-softmax sample drawn from a torch generator whose
-  state is checkpointed (``rng/gumbel``), so resumed runs draw the same noise.
+  differentiates through a straight-through Gumbel-softmax sample whose uniform noise comes from a
+  NumPy generator checkpointed as ``rng/gumbel``: resumed runs draw the same noise, and so does
+  every other backend's MADDPG from the same checkpoint (a torch generator's stream cannot be
+  reproduced outside torch).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import torch.nn.functional as F
 from numpy.typing import NDArray
 from torch import nn
 
+from learners import rng as rngs
 from learners.algorithms.maddpg import MADDPGConfig, explore_discrete, greedy_discrete
 from learners.backends.torch.ddpg import OUTPUT_INIT_SCALE, TorchDDPG
 from learners.backends.torch.networks import MLP, PerAgentMLP
@@ -38,8 +41,7 @@ class TorchMADDPG(TorchDDPG):
     def __init__(self, config: MADDPGConfig, info: EnvInfo, device: str, seed: int) -> None:
         self.discrete = info.action_kind == "discrete"
         super().__init__(config, info, device, seed)
-        self.gumbel = torch.Generator(device=self.device)
-        self.gumbel.manual_seed(seed)
+        self.gumbel = rngs.generator(seed, "gumbel")
 
     def _check_info(self, info: EnvInfo) -> None:
         if info.action_kind not in ("continuous", "discrete"):
@@ -88,7 +90,7 @@ class TorchMADDPG(TorchDDPG):
         logits = self._logits(obs, avail, target=target)
         if target:  # the target policy is deterministic: the greedy one-hot
             return F.one_hot(logits.argmax(-1), self.info.action_dim).to(logits.dtype)
-        uniform = torch.rand(logits.shape, generator=self.gumbel, device=logits.device)
+        uniform = self._tensor(self.gumbel.random(size=tuple(logits.shape), dtype=np.float32))
         gumbel = -torch.log(-torch.log(uniform.clamp(1e-10, 1.0 - 1e-7)))
         soft = torch.softmax((logits + gumbel) / self.config.gumbel_temperature, dim=-1)
         hard = F.one_hot(soft.argmax(-1), self.info.action_dim).to(soft.dtype)
@@ -119,10 +121,10 @@ class TorchMADDPG(TorchDDPG):
 
     def state(self) -> dict[str, NDArray[Any]]:
         tensors = super().state()
-        tensors["rng/gumbel"] = self.gumbel.get_state().numpy().copy()
+        tensors["rng/gumbel"] = rngs.state_tensor(self.gumbel)
         return tensors
 
     def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
         super().load_state(tensors, policy_only=policy_only)
         if not policy_only:
-            self.gumbel.set_state(torch.as_tensor(np.asarray(tensors["rng/gumbel"], np.uint8)))
+            rngs.restore(self.gumbel, tensors["rng/gumbel"])

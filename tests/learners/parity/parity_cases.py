@@ -16,7 +16,9 @@ from typing import Any
 import numpy as np
 
 from learners.algorithms.ddpg import DDPGConfig
+from learners.algorithms.maddpg import MADDPGConfig
 from learners.algorithms.ppo import IPPOConfig, MAPPOConfig, PPOConfig
+from learners.algorithms.wqmix import WQMIXConfig
 from learners.buffers.replay import ReplayBatch
 from learners.buffers.rollout import RolloutBuffer
 from learners.config import AlgorithmConfig
@@ -70,6 +72,33 @@ def _ddpg_variants() -> list[Variant]:
     ]
 
 
+def _maddpg_variants() -> list[Variant]:
+    variants = []
+    for kind, shared in itertools.product(("continuous", "discrete"), (True, False)):
+        config = MADDPGConfig(
+            hidden_sizes=(16, 16), batch_size=32, tau=0.05, gamma=0.9, max_grad_norm=0.5,
+            share_parameters=shared, gumbel_temperature=0.7,
+        )  # fmt: skip
+        info = env_info(3, kind, 2 if kind == "continuous" else 5)
+        variants.append(Variant(f"{kind}-{'shared' if shared else 'separate'}", config, info))
+    return variants
+
+
+def _wqmix_variants() -> list[Variant]:
+    """Both weightings, shared and separate agents; the targets sync every other update, so ten
+    updates cover several syncs."""
+    variants = []
+    for weighting, shared in (("ow", True), ("cw", True), ("ow", False), ("cw", False)):
+        config = WQMIXConfig(
+            weighting=weighting, alpha=0.3, hidden_sizes=(16, 16), mixing_embed_dim=8,
+            hypernet_hidden=16, central_mixer_hidden=16, share_parameters=shared,
+            target_update_interval=2, batch_size=32, gamma=0.9,
+        )  # fmt: skip
+        name = f"{weighting}-{'shared' if shared else 'separate'}"
+        variants.append(Variant(name, config, env_info(3, "discrete", 5)))
+    return variants
+
+
 def _ppo_variants(config_class: type[PPOConfig]) -> list[Variant]:
     """Every combination of action kind, memory and parameter sharing, each making one gradient
     step per update (so Adam's first moment is the gradient), plus two that make several (epochs
@@ -101,6 +130,8 @@ def _ppo_variant(
 
 VARIANTS: dict[Algorithm, Callable[[], list[Variant]]] = {
     Algorithm.DDPG: _ddpg_variants,
+    Algorithm.MADDPG: _maddpg_variants,
+    Algorithm.WQMIX: _wqmix_variants,
     Algorithm.MAPPO: lambda: _ppo_variants(MAPPOConfig),
     Algorithm.IPPO: lambda: _ppo_variants(IPPOConfig),
 }
