@@ -2,6 +2,8 @@
 
     python benchmarks/throughput.py envs --env simple_spread_v3 --num-envs 8 --workers 0 2 4
     python benchmarks/throughput.py train --algorithm ddpg --env Pendulum-v1 --steps 3000
+    python benchmarks/throughput.py train --algorithm maddpg --env simple_spread_v3 --num-envs 8 \
+        --steps 8000 --env-workers 2
 
 ``envs`` steps the batched env with uniformly random actions and prints env steps/s (counted over
 all copies) for each worker count (0 = in process). ``train`` runs ``learners.training.train`` and
@@ -79,8 +81,9 @@ def bench_train(args: argparse.Namespace) -> None:
     from learners.hooks import MemoryHooks
     from learners.training import train
 
-    if args.envs_per_worker:  # step the training envs in worker processes
-        catalogue.SUBPROCESS_MIN_ENVS_PER_WORKER = args.envs_per_worker
+    if args.env_workers is not None:  # override the default stepping rule for this run
+        workers = args.env_workers
+        catalogue.default_workers = lambda num_envs, cpus=None: workers
 
     spec = default_spec(args.algorithm, args.backend, args.env, seed=0, steps=args.steps)
     spec = spec.model_copy(update={"env": spec.env.model_copy(update={"num_envs": args.num_envs})})
@@ -162,7 +165,7 @@ def main() -> None:
     tr.add_argument("--num-envs", type=int, default=1)
     tr.add_argument("--steps", type=int, default=3000)
     tr.add_argument(
-        "--envs-per-worker", type=int, default=0, help="step envs in processes (0: default rule)"
+        "--env-workers", type=int, default=None, help="worker processes (0: in process)"
     )
     on = sub.add_parser("onpolicy", help="MAPPO/IPPO training steps/s vs the bare env")
     on.add_argument("--algorithms", nargs="+", default=["mappo", "ippo"])

@@ -49,11 +49,10 @@ class Settings(BaseSettings):
     """``marlforge up``: how long to wait for the API and worker to stop before killing them."""
     log_level: str = "INFO"
     """Log level of the API and the workers."""
-    worker_threads: int = Field(default=1, ge=0, le=1024)
+    worker_threads: int = Field(default=1, ge=1, le=1024)
     """CPU threads each deep-learning framework in a worker may use (OpenMP, MKL, OpenBLAS,
-    TensorFlow's pools, the learners' per-op threads), set when the worker starts; ``0`` leaves
-    each framework its own default (a thread per core). The networks are small: one thread per
-    worker, and more workers for more runs, uses the cores best."""
+    TensorFlow's pools, the learners' per-op threads), set when the worker starts. The networks
+    are small: one thread per run, and more workers for more runs, uses the cores best."""
 
     @model_validator(mode="after")
     def _check_queue_prefix(self) -> Settings:

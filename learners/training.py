@@ -75,7 +75,9 @@ def train(spec: ExperimentSpec, hooks: TrainingHooks, *, resume_from: Path | Non
     eval_env: VecEnv | None = None
     try:
         eval_copies = min(spec.evaluation.episodes, MAX_EVAL_ENVS)
-        eval_env = make_vec_env(spec.env, rng.derive_seed(spec.seed, "eval"), num_envs=eval_copies)
+        # Evaluation is occasional: its copies step in process, never in worker processes.
+        eval_seed = rng.derive_seed(spec.seed, "eval")
+        eval_env = make_vec_env(spec.env, eval_seed, num_envs=eval_copies, workers=0)
         ctx = _run_context(spec, hooks, env, eval_env, device)
         if resume_from is not None:
             tensors, manifest = _load_resume(Path(resume_from), spec, env)

@@ -36,12 +36,9 @@ FRAMEWORKS = ("torch", "tensorflow", "mindspore")
 
 
 def thread_environment(threads: int) -> dict[str, str]:
-    """The variables that cap every framework at ``threads`` CPU threads; none for ``0``
-    (each framework keeps its own default)."""
-    if threads < 0:
-        raise ValueError(f"threads must be 0 (framework defaults) or more, not {threads}")
-    if threads == 0:
-        return {}
+    """The variables that cap every framework at ``threads`` CPU threads."""
+    if threads < 1:
+        raise ValueError(f"a worker needs at least one thread, not {threads}")
     return {name: str(threads) for name in THREAD_VARIABLES}
 
 

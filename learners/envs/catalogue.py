@@ -43,9 +43,13 @@ RESERVED_KWARGS: dict[str, str] = {
     "model_path": "a model file path cannot be set from a spec",
     "observation_space": "the observation space is fixed by the environment",
 }
-# MPE steps are cheap (~0.4 ms): below this many copies per worker process, the pipe round trip
-# costs more than the stepping it spreads (docs/learners.md has the measurements).
-SUBPROCESS_MIN_ENVS_PER_WORKER = 1_000_000
+# Subprocess stepping (docs/learners.md has the figures): on an idle 2-core machine 8 MPE copies
+# stepped 1.6x faster in 2 worker processes than in process, but with the cores busy (the learner,
+# other runs, the API) in process was 1.3x faster, and training too. So copies step in worker
+# processes only where cores are to spare: at least MIN_CPUS_FOR_SUBPROCESS, one left to the
+# learner, and each worker stepping at least SUBPROCESS_MIN_ENVS_PER_WORKER copies.
+MIN_CPUS_FOR_SUBPROCESS = 4
+SUBPROCESS_MIN_ENVS_PER_WORKER = 4
 
 
 def env_ids(suite: EnvSuite) -> tuple[str, ...]:
@@ -163,6 +167,15 @@ def validate_env(
     return errors
 
 
+def default_workers(num_envs: int, cpus: int | None = None) -> int:
+    """How many worker processes step ``num_envs`` copies by default (0: in process)."""
+    cpus = cpus if cpus is not None else (os.cpu_count() or 1)
+    if cpus < MIN_CPUS_FOR_SUBPROCESS:
+        return 0
+    workers = min(cpus - 1, num_envs // SUBPROCESS_MIN_ENVS_PER_WORKER)
+    return workers if workers >= 2 else 0
+
+
 def _local_factory(env_spec: EnvSpec, seed: int, render: bool) -> Any:
     from learners.envs.gymnasium_env import GymnasiumVecEnv
     from learners.envs.mpe import MPEVecEnv
@@ -180,12 +193,12 @@ def make_vec_env(
     workers: int | None = None,
 ) -> VecEnv:
     """The batched env ``env_spec`` describes (``num_envs`` overrides the spec's count); episode
-    seeds derive from ``seed``. ``workers`` forces subprocess stepping over that many processes
-    (``0``: in process); by default the rule above decides."""
+    seeds derive from ``seed``. ``workers`` forces stepping in that many processes (0 or 1: in
+    process); by default ``default_workers`` decides."""
     count = num_envs if num_envs is not None else env_spec.num_envs
     factory = _local_factory(env_spec, seed, render)
     if workers is None:
-        workers = min(os.cpu_count() or 1, count // SUBPROCESS_MIN_ENVS_PER_WORKER)
+        workers = default_workers(count)
     if workers <= 1 or render:
         env: VecEnv = factory(count, first_copy=0)
         return env

@@ -54,6 +54,7 @@ TINY_HYPERPARAMETERS: dict[str, Any] = {
 ACT_STEPS = 5
 # Float32 networks evaluated by different frameworks: summation orders differ in the last bits.
 ACTION_ATOL = 1e-4
+_DISCRETE_FIRST = [ActionKind.DISCRETE, ActionKind.CONTINUOUS]
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,8 @@ class Case:
     backend: Backend
     variant: dict[str, Any] = field(default_factory=dict)
     label: str = ""
+    action_kind: ActionKind | None = None
+    """MPE only: the action kind to train with (``None``: discrete where the algorithm can)."""
 
     @property
     def id(self) -> str:
@@ -73,8 +76,9 @@ class Case:
         algo = entry(self.algorithm)
         suite, env_id = MULTI_AGENT_ENV if algo.multi_agent else SINGLE_AGENT_ENV
         kwargs = {}
-        if suite == EnvSuite.MPE and ActionKind.DISCRETE not in algo.action_kinds:
-            kwargs["continuous_actions"] = True
+        if suite == EnvSuite.MPE:
+            kind = self.action_kind or min(algo.action_kinds, key=_DISCRETE_FIRST.index)
+            kwargs["continuous_actions"] = kind == ActionKind.CONTINUOUS
         fields = algo.config.model_fields
         tiny = {k: v for k, v in TINY_HYPERPARAMETERS.items() if k in fields}
         return {
@@ -117,11 +121,16 @@ def _variants(config: type[AlgorithmConfig]) -> list[tuple[dict[str, Any], str]]
 
 
 def _cases() -> list[Case]:
-    return [
-        Case(algorithm, backend, variant, label)
-        for algorithm, backend in built_pairs()
-        for variant, label in _variants(entry(algorithm).config)
-    ]
+    """Per built pair: the variants of ``_variants`` and, on MPE, a run with each action kind
+    other than the default (discrete) one (another policy head in the checkpoint)."""
+    cases = []
+    for algorithm, backend in built_pairs():
+        algo = entry(algorithm)
+        cases.extend(Case(algorithm, backend, v, label) for v, label in _variants(algo.config))
+        if algo.multi_agent:
+            kinds = sorted(algo.action_kinds, key=_DISCRETE_FIRST.index)[1:]
+            cases.extend(Case(algorithm, backend, {}, k.value, k) for k in kinds)
+    return cases
 
 
 CASES = _cases()

@@ -8,7 +8,7 @@ import pytest
 
 from learners.enums import EnvSuite
 from learners.envs.base import episode_seed
-from learners.envs.catalogue import GYMNASIUM_ENVS, make_vec_env
+from learners.envs.catalogue import GYMNASIUM_ENVS, default_workers, make_vec_env
 from learners.envs.gymnasium_env import GymnasiumVecEnv
 from learners.envs.mpe import MPEVecEnv
 from learners.spec import EnvSpec
@@ -205,3 +205,10 @@ def test_subprocess_stepping_matches_in_process() -> None:
     finally:
         local.close()
         remote.close()
+
+
+def test_default_stepping_rule() -> None:
+    assert default_workers(8, cpus=2) == 0  # a 2-core machine steps in process
+    assert default_workers(8, cpus=16) == 2
+    assert default_workers(64, cpus=16) == 15
+    assert default_workers(4, cpus=16) == 0  # one worker would only add a round trip

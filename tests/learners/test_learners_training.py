@@ -114,3 +114,21 @@ def test_cuda_without_a_gpu_fails_clearly(make_spec: Callable[..., ExperimentSpe
     with pytest.raises(DeviceUnavailable, match="cuda"):
         train(make_spec(device="cuda"), hooks)
     assert hooks.points == [] and hooks.checkpoints == []
+
+
+@pytest.mark.slow
+def test_ddpg_learns_pendulum(make_spec: Callable[..., ExperimentSpec], hooks: MemoryHooks) -> None:
+    """A learning check, not a benchmark (benchmarks/learning.py has the figures): 4,000 steps take
+    the greedy policy from flailing (about -1,300) to mostly balancing (about -200)."""
+    spec = make_spec(
+        total_steps=4000,
+        seed=0,
+        env={"suite": "gymnasium", "id": "Pendulum-v1", "num_envs": 1},
+        hyperparameters={"hidden_sizes": [128, 128]},
+        evaluation={"every_steps": 2000, "episodes": 5},
+        checkpoint={"every_steps": 4000},
+    )
+    train(spec, hooks)
+    (_, early), (_, late) = hooks.series("eval/episode_return")
+    assert early < -900
+    assert late > -400
