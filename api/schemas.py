@@ -139,17 +139,3 @@ class Health(BaseModel):
     checks: dict[str, str] = Field(
         default_factory=dict, description="Each dependency: `ok` or why it is not."
     )
-
-
-class AlgorithmOut(BaseModel):
-    """An algorithm of the catalogue and its hyperparameters."""
-
-    algorithm: Algorithm
-    title: str
-    summary: str
-    multi_agent: bool
-    backends: list[Backend] = Field(description="The backends it is built for.")
-    suites: list[str] = Field(description="The environment suites it trains on.")
-    hyperparameters: dict[str, Any] = Field(
-        description="JSON Schema of its hyperparameters (descriptions and defaults)."
-    )

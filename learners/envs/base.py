@@ -51,9 +51,10 @@ class EnvInfo:
     action_dim: int
     """Continuous: the action vector's size. Discrete: the number of actions."""
     action_low: FloatArray | None
-    """Continuous only: per-dimension lower bound, shape ``(action_dim,)``."""
+    """Continuous only: the env's own lower bound per dimension, shape ``(action_dim,)`` (the
+    adapter maps the learners' -1 onto it)."""
     action_high: FloatArray | None
-    """Continuous only: per-dimension upper bound, shape ``(action_dim,)``."""
+    """Continuous only: the env's own upper bound per dimension (the learners' +1 maps onto it)."""
     max_episode_steps: int | None
 
 
@@ -110,7 +111,8 @@ class VecEnv(Protocol):
         ``(seed, i, k)``. ``seed`` defaults to the seed the env was made with."""
 
     def step(self, actions: NDArray[np.generic]) -> tuple[Observation, Transition]:
-        """Act with ``actions`` of shape (E, N, action_dim) (continuous) or (E, N) (discrete)."""
+        """Act with ``actions`` of shape (E, N, action_dim) in [-1, 1] (continuous) or (E, N)
+        integers (discrete)."""
 
     def render(self) -> NDArray[np.uint8]:
         """An RGB frame of copy 0, (H, W, 3)."""

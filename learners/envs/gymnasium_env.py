@@ -8,6 +8,8 @@ the global state (one agent sees everything there is).
 
 from __future__ import annotations
 
+import functools
+import logging
 from typing import Any
 
 import gymnasium as gym
@@ -16,6 +18,16 @@ from numpy.typing import NDArray
 
 from learners.envs.base import EnvInfo, Observation, Transition, episode_seed
 from learners.envs.batch import StepBuffers, as_index_array
+
+
+@functools.cache
+def _route_mujoco_warnings() -> None:
+    """Send MuJoCo's warnings to Python logging. Left alone, MuJoCo appends them to a
+    ``MUJOCO_LOG.TXT`` in the working directory (HalfCheetah's model warns on every load)."""
+    import mujoco
+
+    log = logging.getLogger("mujoco")
+    mujoco.set_mju_user_warning(lambda message: log.warning("%s", message))
 
 
 def _check_spaces(env_id: str, env: gym.Env[Any, Any]) -> tuple[int, gym.spaces.Box]:
@@ -43,6 +55,8 @@ class GymnasiumVecEnv:
         first_copy: int = 0,
         render: bool = False,
     ) -> None:
+        if "mujoco" in str(gym.spec(env_id).entry_point):
+            _route_mujoco_warnings()
         self._envs = [
             gym.make(env_id, render_mode="rgb_array" if render and i == 0 else None, **kwargs)
             for i in range(num_envs)

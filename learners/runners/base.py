@@ -176,7 +176,10 @@ def build_manifest(ctx: RunContext, runner: dict[str, JsonValue]) -> Manifest:
         env=checkpoint.env_info_to_json(ctx.env.info),
         step=ctx.step,
         runner=runner,
-        resumable_on=[ctx.spec.backend],
+        # Every backend saves its whole state (Adam's moments and the generators included) under
+        # the same canonical names and layout, so any of them resumes any other's run; the
+        # parity suite (tests/learners/parity) resumes one backend's training in another.
+        resumable_on=sorted(ctx.entry.backends),
         policy_backends=sorted(ctx.entry.backends),
     )
 

@@ -147,7 +147,7 @@ def test_defect3_clipping_by_global_norm_and_only_when_on(
         # Off: nothing is clipped, however large the norm.
         assert_close(free_stats[stat], norm, ONE_UPDATE, f"{stat} with clipping off")
         # On: the group's gradients are scaled together down to the limit.
-        assert tight_stats[stat] > 10 * TINY, f"{stat}: the test needs a gradient above the limit"
+        assert tight_stats[stat] > 2 * TINY, f"{stat}: the test needs a gradient above the limit"
         pre_clip = tight_stats[stat]
         factor = TINY / (pre_clip + NORM_EPS)  # torch's clip_grad_norm_ divides by norm + eps
         assert_close(global_norm(_group(clipped, nets)), pre_clip * factor, 1e-4, f"{stat} clipped")
