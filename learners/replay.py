@@ -12,6 +12,7 @@ framework itself, and a crash in a renderer cannot take the API down.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -56,6 +57,19 @@ def _shrink(frame: NDArray[np.uint8], max_side: int) -> Any:
     return image
 
 
+def _installed_backend(checkpoint: Path) -> str:
+    """The backend to act with: the one that wrote the checkpoint when its framework is installed
+    here, else the first installed one that can load its policy (an API host may have only torch)."""
+    from learners.checkpoint import read_manifest
+
+    manifest = read_manifest(checkpoint)
+    for backend in [manifest.backend, *manifest.policy_backends]:
+        # A backend's value is its framework's import name (torch, tensorflow, mindspore).
+        if importlib.util.find_spec(str(backend)) is not None:
+            return str(backend)
+    return str(manifest.backend)  # load_policy then fails with the missing module's name
+
+
 def play(
     checkpoint: Path, max_frames: int = MAX_FRAMES
 ) -> tuple[list[NDArray[np.uint8]], ReplayInfo]:
@@ -65,7 +79,7 @@ def play(
     from learners.envs.catalogue import make_vec_env
     from learners.spec import ExperimentSpec
 
-    policy = load_policy(checkpoint)
+    policy = load_policy(checkpoint, backend=_installed_backend(checkpoint))
     spec = ExperimentSpec.model_validate(policy.manifest.spec)
     env = make_vec_env(spec.env, rng.derive_seed(spec.seed, "eval"), num_envs=1, render=True)
     try:

@@ -1,7 +1,8 @@
 """Replays in the docker API image. The compose file builds that image with the frameworks in its
 ``EXTRAS`` build argument (PyTorch) and no other; here the renderer runs as the API runs it (a
 ``python -m learners.replay`` subprocess) with every other framework made unimportable, as in that
-image, and must render a PyTorch run's checkpoint."""
+image, and must render a checkpoint of every backend's run: the renderer acts with a framework the
+image has whenever the checkpoint's policy can be loaded by it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 import yaml
 
 from learners.enums import Backend
+from learners.registry import entry
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,7 +49,7 @@ def _image_like_env(folder: Path, frameworks: set[Backend]) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(site), "OMP_NUM_THREADS": "1"}
 
 
-def _torch_checkpoint(folder: Path) -> Path:
+def _checkpoint(folder: Path, backend: Backend) -> Path:
     from learners.hooks import MemoryHooks
     from learners.spec import parse_spec
     from learners.training import train
@@ -56,7 +58,7 @@ def _torch_checkpoint(folder: Path) -> Path:
         {
             "name": "api-image-replay",
             "algorithm": "ddpg",
-            "backend": "torch",
+            "backend": backend.value,
             "env": {"suite": "gymnasium", "id": "Pendulum-v1", "num_envs": 1},
             "total_steps": 100,
             "hyperparameters": {"learning_starts": 50, "batch_size": 16, "hidden_sizes": [16]},
@@ -72,7 +74,10 @@ def _torch_checkpoint(folder: Path) -> Path:
 
 
 @pytest.mark.slow  # trains a checkpoint and renders it in a subprocess
-def test_the_api_image_renders_the_replay_of_a_torch_checkpoint(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", sorted(entry("ddpg").backends), ids=str)
+def test_the_api_image_renders_the_replay_of_each_backends_checkpoint(
+    tmp_path: Path, backend: Backend
+) -> None:
     frameworks = _api_image_frameworks()
     assert Backend.TORCH in frameworks
     env = _image_like_env(tmp_path, frameworks)
@@ -83,7 +88,7 @@ def test_the_api_image_renders_the_replay_of_a_torch_checkpoint(tmp_path: Path) 
             [sys.executable, "-c", f"import {absent[0].value}"], env=env, capture_output=True
         )
         assert probe.returncode != 0 and b"ModuleNotFoundError" in probe.stderr
-    checkpoint = _torch_checkpoint(tmp_path)
+    checkpoint = _checkpoint(tmp_path, backend)
     out = tmp_path / "replay.gif"
 
     result = subprocess.run(

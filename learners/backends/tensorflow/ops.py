@@ -7,8 +7,9 @@ inside a ``tf.function``: nothing here reads a tensor's value on the host except
 
 Two places need care to agree with the other backends:
 
-- ``where`` with Python-float branches: TensorFlow does not broadcast a Python scalar against a
-  tensor in ``tf.where`` by dtype, so scalars become float32 constants of the condition's shape.
+- ``where`` with Python-float branches: ``tf.where`` does not promote a Python scalar to the
+  other branch's dtype, so scalars become constants of that dtype (float32 when both are
+  scalars) and the condition's shape.
 - ``argmax`` returns int64 and picks the first maximum, as NumPy and torch do.
 """
 
@@ -73,18 +74,20 @@ class TensorFlowOps:
         return tf.clip_by_value(x, low, high)
 
     def where(self, condition: Tensor, x: Tensor | float, y: Tensor | float) -> Tensor:
+        tensors = [v for v in (x, y) if isinstance(v, tf.Tensor | tf.Variable)]
+        dtype = tensors[0].dtype if tensors else tf.float32
         shape = tf.shape(condition)
         if not isinstance(x, tf.Tensor | tf.Variable):
-            x = tf.fill(shape, tf.constant(x, tf.float32))
+            x = tf.fill(shape, tf.constant(x, dtype))
         if not isinstance(y, tf.Tensor | tf.Variable):
-            y = tf.fill(shape, tf.constant(y, tf.float32))
+            y = tf.fill(shape, tf.constant(y, dtype))
         return tf.where(condition, x, y)
 
     def equal(self, x: Tensor, y: Tensor) -> Tensor:
         return tf.equal(x, tf.cast(y, x.dtype))
 
     def full_like(self, x: Tensor, value: float) -> Tensor:
-        return tf.fill(tf.shape(x), tf.constant(value, tf.float32))
+        return tf.fill(tf.shape(x), tf.constant(value, tf.float32))  # float32, as the protocol says
 
     def as_float(self, x: Tensor) -> Tensor:
         return tf.cast(x, tf.float32)
