@@ -80,10 +80,15 @@ class TorchAdam(nn.Cell):
         step_size, bias_correction2_sqrt = hyper[0], hyper[1]
         for param, m, v, grad in zip(self.params, self.exp_avg, self.exp_avg_sq, grads):  # noqa: B905
             # torch: exp_avg.lerp_(grad, 1 - beta1); exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2)
-            ops.assign(m, m + (1.0 - self.beta1) * (grad - m))
-            ops.assign(v, v * self.beta2 + (1.0 - self.beta2) * grad * grad)
-            denom = ops.sqrt(v) / bias_correction2_sqrt + self.eps
-            ops.assign(param, param - step_size * (m / denom))
+            m_next = m + (1.0 - self.beta1) * (grad - m)
+            v_next = v * self.beta2 + (1.0 - self.beta2) * grad * grad
+            denom = ops.sqrt(v_next) / bias_correction2_sqrt + self.eps
+            param_next = param - step_size * (m_next / denom)
+            # Every new value first, then the writes: reading a parameter after writing it makes
+            # the graph order the two, which costs more than the arithmetic here.
+            ops.assign(m, m_next)
+            ops.assign(v, v_next)
+            ops.assign(param, param_next)
         return hyper
 
     # -- portable state ---------------------------------------------------------------------------
