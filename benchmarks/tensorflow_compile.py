@@ -104,7 +104,9 @@ def measure(name: str, backend: Backend, compiled: bool, updates: int) -> tuple[
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--updates", type=int, default=20)
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch column")
@@ -123,8 +125,9 @@ def main() -> None:
         torch_time = float("nan")
         if not args.no_torch:
             _, torch_time = measure(name, Backend.TORCH, True, args.updates)
+        speed_up = eager / compiled
         print(
-            f"{name:>10}  {eager * 1e3:8.1f}ms  {compiled * 1e3:10.1f}ms  {eager / compiled:7.1f}x  "
+            f"{name:>10}  {eager * 1e3:8.1f}ms  {compiled * 1e3:10.1f}ms  {speed_up:7.1f}x  "
             f"{first:12.2f}s  {torch_time * 1e3:7.1f}ms",
             flush=True,
         )

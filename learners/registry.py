@@ -146,6 +146,7 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         learners={
             Backend.TORCH: "learners.backends.torch.wqmix:TorchWQMIX",
             Backend.TENSORFLOW: "learners.backends.tensorflow.wqmix:TensorFlowWQMIX",
+            Backend.MINDSPORE: "learners.backends.mindspore.wqmix:MindSporeWQMIX",
         },
     ),
 }

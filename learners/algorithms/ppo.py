@@ -39,7 +39,7 @@ _MPE_DEFAULTS: Mapping[str, Any] = {
     "rollout_length": 100,
     "epochs": 5,
     "minibatches": 1,
-    "learning_rate": 7e-4,
+    "learning_rate": 2e-3,
 }
 
 

@@ -250,3 +250,14 @@ def test_value_pass_matches_step_by_step_valuation(recurrent: bool) -> None:
     np.testing.assert_allclose(buffer.next_values[-1][keep], last[keep], atol=1e-5)
     assert buffer.episode_end[:, 0].any(), "the rollout crosses an episode end"
     env.close()
+
+
+def test_shared_first_layer_is_a_linear_map_of_observation_and_one_hot_id() -> None:
+    from learners.backends.torch.agent_nets import AgentMLP
+
+    net = AgentMLP(5, (8,), 2, 3, shared=True, activation="relu", rnn_hidden_size=None)
+    net.reset_parameters(torch.Generator().manual_seed(0), head_gain=1.0)
+    x = torch.randn(4, 7, 3, 5)
+    ids = torch.eye(3).expand(4, 7, 3, 3)
+    explicit = torch.relu(net.layers[0](torch.cat([x, ids], dim=-1)))
+    torch.testing.assert_close(net.encode(x), explicit)

@@ -88,8 +88,10 @@ def random_policy_return(env: VecEnv, episodes: int, seed: int) -> float:
 
 @pytest.mark.slow
 def test_mappo_learns_simple_spread() -> None:
-    """30,000 env steps (about a minute here) take MAPPO's greedy policy clearly past a uniformly
-    random policy on the same evaluation episodes."""
+    """30,000 env steps with the MPE defaults (about a minute on a busy 2-core machine) take MAPPO
+    clearly past a uniformly random policy on simple_spread_v3: the policy's own episodes in the
+    last fifth of the run, and its greedy evaluation, return more than the random policy does on
+    the evaluation episodes (-26.9 per agent; doing nothing scores about -23.6)."""
     spec = spec_for(
         "mappo", 30_000,
         env={"suite": "mpe", "id": "simple_spread_v3", "num_envs": 8},
@@ -99,8 +101,13 @@ def test_mappo_learns_simple_spread() -> None:
     )  # fmt: skip
     hooks = MemoryHooks()
     train(spec, hooks)
-    trained = hooks.series("eval/episode_return")[-1][1]
     eval_env = make_vec_env(spec.env, rng.derive_seed(spec.seed, "eval"), num_envs=MAX_EVAL_ENVS)
     random = random_policy_return(eval_env, 48, 0)
     eval_env.close()
-    assert trained > random + 2.0, (trained, random)
+    returns = [v for _, v in hooks.series("train/episode_return")]
+    fifth = len(returns) // 5
+    first, last = float(np.mean(returns[:fifth])), float(np.mean(returns[-fifth:]))
+    greedy = hooks.series("eval/episode_return")[-1][1]
+    assert last > first + 2.0, (first, last)
+    assert last > random + 3.0, (last, random)
+    assert greedy > random + 2.0, (greedy, random)

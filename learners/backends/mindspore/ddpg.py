@@ -65,10 +65,9 @@ class DDPGNets(nn.Cell):
         copy_into(self.target_actor, self.actor)
         copy_into(self.target_critic, self.critic)
 
-    @staticmethod
     def _build(
-        config: DDPGConfig, info: EnvInfo, init: np.random.Generator, trainable: bool
-    ) -> tuple[MLP, MLP]:
+        self, config: DDPGConfig, info: EnvInfo, init: np.random.Generator, trainable: bool
+    ) -> tuple[Any, Any]:
         hidden = config.hidden_sizes
         actor = MLP(
             info.obs_dim, hidden, info.action_dim, init,
@@ -183,8 +182,7 @@ class MindSporeDDPG:
     networks = ("actor", "critic", "target_actor", "target_critic")
 
     def __init__(self, config: DDPGConfig, info: EnvInfo, device: str, seed: int) -> None:
-        if info.action_kind != "continuous":
-            raise ValueError(f"{type(self).__name__} needs continuous actions, not {info.action_kind}")
+        self._check_info(info)
         self.config = config
         self.info = info
         self.device = device
@@ -199,6 +197,10 @@ class MindSporeDDPG:
         self.rng = rngs.generator(seed, "exploration")
         self.updates = 0
         self.set_compiled(True)
+
+    def _check_info(self, info: EnvInfo) -> None:
+        if info.action_kind != "continuous":
+            raise ValueError(f"{type(self).__name__} needs continuous actions, not {info.action_kind}")
 
     def _build_nets(self, init: np.random.Generator) -> DDPGNets:
         return DDPGNets(self.config, self.info, init)

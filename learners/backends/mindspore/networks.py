@@ -104,6 +104,28 @@ class MLP(nn.Cell):
         return y
 
 
+class PerAgentMLP(nn.Cell):
+    """One ``MLP`` per agent (canonical names ``agents.<i>.layers...``, as the torch
+    ``PerAgentMLP``): (B, N, in) -> (B, N, out), agent ``i``'s rows through network ``i``."""
+
+    def __init__(
+        self,
+        num_agents: int,
+        in_dim: int,
+        hidden_sizes: Sequence[int],
+        out_dim: int,
+        rng: np.random.Generator,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__()
+        self.agents = nn.CellList(
+            [MLP(in_dim, hidden_sizes, out_dim, rng, **kwargs) for _ in range(num_agents)]
+        )
+
+    def construct(self, x: Tensor) -> Tensor:
+        return ops.stack([self.agents[i](x[:, i]) for i in range(len(self.agents))], 1)
+
+
 def named_parameters(net: nn.Cell) -> list[tuple[str, Parameter]]:
     """``net``'s parameters under their canonical names (attribute paths), in definition order."""
     return list(net.parameters_and_names())

@@ -10,7 +10,7 @@ keep the gradients identical to PyTorch's:
   frameworks split the same way for two tensors);
 - ``clip`` is ``clamp`` with both bounds inclusive, which is where torch's clamp passes gradient.
 
-The transcendental functions (``exp``, ``log``, ``tanh``, ``sigmoid``, ``log_softmax``) are
+The transcendental functions (``exp``, ``log``, ``tanh``, ``sigmoid``, the softmaxes) are
 computed in float64 and rounded back. MindSpore 2.10's float32 CPU kernels for them are fast
 approximations: ``tanh(5.0)`` comes out as 1.0000098 (above 1, and 1e-4 off), ``log`` is up to
 ~5,000 float32 ulps off and ``exp`` ~60, where PyTorch's and NumPy's are correctly rounded. That
@@ -55,6 +55,16 @@ def tanh64(x: Tensor) -> Tensor:
 def sigmoid64(x: Tensor) -> Tensor:
     """``sigmoid`` rounded from float64."""
     return ops.sigmoid(x.astype(ms.float64)).astype(x.dtype)
+
+
+def elu64(x: Tensor) -> Tensor:
+    """``elu`` rounded from float64 (its float32 kernel shares ``exp``'s approximation)."""
+    return ops.elu(x.astype(ms.float64)).astype(x.dtype)
+
+
+def softmax64(x: Tensor, axis: int = -1) -> Tensor:
+    """``softmax`` rounded from float64 (its float64 gradient kernel is exact enough)."""
+    return ops.softmax(x.astype(ms.float64), axis).astype(x.dtype)
 
 
 def log_softmax64(x: Tensor, axis: int = -1) -> Tensor:

@@ -151,19 +151,10 @@ class AgentMLP(tf.Module):
             before = carry[0] * (1.0 - start)[:, None, None]
             return gru(gate, before), before
 
-        length = gates.shape[0]
-        if length is None:  # a graph traced for sequences of any length: a symbolic loop
-            after, before = tf.scan(step, (gates, starts), initializer=(h, h))
-            return after, before
-        # A known length is unrolled: the same arithmetic, but a compiled graph builds and
-        # differentiates a plain chain of steps far faster than a while loop.
-        befores, afters = [], []
-        carry = (h, h)
-        for t in range(length):
-            carry = step(carry, (gates[t], starts[t]))
-            afters.append(carry[0])
-            befores.append(carry[1])
-        return tf.stack(afters), tf.stack(befores)
+        # One symbolic loop whatever the length. Unrolling a known length instead made the
+        # default recurrent MAPPO update 4x slower and 6x slower to trace (larger graphs).
+        after, before = tf.scan(step, (gates, starts), initializer=(h, h))
+        return after, before
 
     def decode(self, y: tf.Tensor) -> tf.Tensor:
         """The layers after the first (or after the GRU) and the output head."""

@@ -1,4 +1,4 @@
-"""TensorFlow networks whose variables carry the checkpoint's canonical names, and the state helpers.
+"""TensorFlow networks whose variables carry the checkpoint's canonical names; state helpers.
 
 A variable is stored the way TensorFlow computes with it: a dense kernel is ``(in, out)`` (Keras'
 layout, ``y = x @ kernel + bias``), a per-agent kernel ``(N, in, out)``. The portable checkpoint
@@ -44,7 +44,9 @@ class Param:
 
 
 def _variable(value: NDArray[Any], name: str, trainable: bool) -> tf.Variable:
-    return tf.Variable(np.asarray(value, np.float32), trainable=trainable, name=name.replace(".", "_"))
+    return tf.Variable(
+        np.asarray(value, np.float32), trainable=trainable, name=name.replace(".", "_")
+    )
 
 
 class Dense(tf.Module):
@@ -92,8 +94,10 @@ def fan_in_uniform(
     return kernel, rng.uniform(-limit, limit, (out_dim,)).astype(np.float32)
 
 
-def orthogonal(rng: np.random.Generator, in_dim: int, out_dim: int, gain: float) -> NDArray[np.float32]:
-    """An ``(in, out)`` kernel with orthonormal rows or columns (Saxe et al., 2014), times ``gain``."""
+def orthogonal(
+    rng: np.random.Generator, in_dim: int, out_dim: int, gain: float
+) -> NDArray[np.float32]:
+    """An ``(in, out)`` kernel, orthonormal rows or columns (Saxe et al., 2014), times ``gain``."""
     flat = rng.standard_normal((max(in_dim, out_dim), min(in_dim, out_dim)))
     q, r = np.linalg.qr(flat)
     q = q * np.sign(np.diag(r))  # a uniform draw over the orthogonal group, not QR's biased one

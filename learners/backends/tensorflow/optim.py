@@ -62,8 +62,11 @@ class TorchAdam:
         bias_correction2 = 1.0 - tf.pow(tf.constant(self.beta2, tf.float64), self.step)
         step_size = tf.cast(self.learning_rate / bias_correction1, tf.float32)
         bias_correction2_sqrt = tf.cast(tf.sqrt(bias_correction2), tf.float32)
-        for param, m, v, grad in zip(self.params, self.exp_avg, self.exp_avg_sq, grads, strict=True):
-            # torch: exp_avg.lerp_(grad, 1 - beta1); exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2)
+        for param, m, v, grad in zip(
+            self.params, self.exp_avg, self.exp_avg_sq, grads, strict=True
+        ):
+            # torch: exp_avg.lerp_(grad, 1 - beta1);
+            # exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2)
             m.assign(m + (1.0 - self.beta1) * (grad - m))
             v.assign(v * self.beta2 + (1.0 - self.beta2) * (grad * grad))
             denom = tf.sqrt(v) / bias_correction2_sqrt + self.eps
@@ -96,7 +99,9 @@ class TorchAdam:
         steps = {float(np.asarray(tensors[head + "step"])) for head in heads}
         if len(steps) != 1:
             raise ValueError(f"the {net} optimiser's parameters were stepped {sorted(steps)} times")
-        for param, m, v, head in zip(self.params, self.exp_avg, self.exp_avg_sq, heads, strict=True):
+        for param, m, v, head in zip(
+            self.params, self.exp_avg, self.exp_avg_sq, heads, strict=True
+        ):
             m.assign(param.from_canonical(tensors[head + "exp_avg"]).astype(np.float32))
             v.assign(param.from_canonical(tensors[head + "exp_avg_sq"]).astype(np.float32))
         self.step.assign(steps.pop())

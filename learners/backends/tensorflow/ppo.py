@@ -146,7 +146,9 @@ class TensorFlowPPO:
     def _actor_forward_eager(self, obs: tf.Tensor) -> tf.Tensor:
         return self.actor(obs)[0]
 
-    def _actor_recurrent_forward_eager(self, obs: tf.Tensor, h: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def _actor_recurrent_forward_eager(
+        self, obs: tf.Tensor, h: tf.Tensor
+    ) -> tuple[tf.Tensor, tf.Tensor]:
         out, h_next = self.actor(obs[None], h)
         assert h_next is not None
         return out[0], h_next

@@ -115,8 +115,11 @@ class TensorFlowWQMIX:
             self.nets: dict[str, Any] = {
                 "agent": self._agent(init),
                 "mixer": QMixer(
-                    info.num_agents, info.state_dim, config.mixing_embed_dim,
-                    config.hypernet_hidden, init,
+                    info.num_agents,
+                    info.state_dim,
+                    config.mixing_embed_dim,
+                    config.hypernet_hidden,
+                    init,
                 ),  # fmt: skip
                 "central_agent": self._agent(init),
                 "central_mixer": self._central_mixer(init, trainable=True),
@@ -182,7 +185,9 @@ class TensorFlowWQMIX:
         """y and Q*_target(s, u^) (for CW); computed outside the tape, so without gradient."""
         ops, nets = self.ops, self.nets
         live = b["agent_mask"] > 0.5
-        greedy_next = tf.argmax(self._utilities("agent", b["next_obs"], b["next_avail_actions"]), -1)
+        greedy_next = tf.argmax(
+            self._utilities("agent", b["next_obs"], b["next_avail_actions"]), -1
+        )
         q_next = ops.gather_last(nets["target_central_agent"](b["next_obs"])[0], greedy_next)
         q_star_next = nets["target_central_mixer"](ops.where(live, q_next, 0.0), b["next_state"])
         mask = b["agent_mask"]

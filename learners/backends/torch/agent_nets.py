@@ -1,8 +1,9 @@
 """Networks that compute every agent at once, with shared or per-agent parameters (PyTorch).
 
 Inputs are shaped ``(..., N, features)``. With shared parameters one weight serves all agents, and
-a one-hot agent id, built from the input's real shape (never from a configured batch size: seeds
-defect 6), is appended to the input so the agents can still behave differently. With separate
+a one-hot agent id is appended to the input so the agents can still behave differently; it is
+applied by broadcasting over the input's agent axis, whatever the batch's real size (never a
+configured batch size: seeds defect 6). With separate
 parameters each layer holds a weight per agent, ``(N, out, in)``, applied with one batched
 contraction: no Python loop over agents anywhere.
 
@@ -14,16 +15,11 @@ same way as shared ones and other backends can mirror it exactly.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
 from torch import nn
-
-
-def agent_ids(x: torch.Tensor, num_agents: int) -> torch.Tensor:
-    """One-hot agent ids shaped like ``x`` but with ``num_agents`` features: ``(..., N, N)``."""
-    eye = torch.eye(num_agents, device=x.device, dtype=x.dtype)
-    return eye.expand(*x.shape[:-1], num_agents)
 
 
 class AgentLinear(nn.Module):
@@ -120,14 +116,16 @@ class AgentMLP(nn.Module):
             self.gru.reset_parameters(generator)
         self.head.reset_parameters(head_gain, generator)
 
-    def _with_ids(self, x: torch.Tensor) -> torch.Tensor:
-        if not self.shared:
-            return x
-        return torch.cat([x, agent_ids(x, self.num_agents)], dim=-1)
-
     def encode(self, x: torch.Tensor) -> torch.Tensor:
-        """The first hidden layer (agent ids appended first when parameters are shared)."""
-        return self.act(self.layers[0](self._with_ids(x)))
+        """The first hidden layer; with shared parameters its input is ``[x, one-hot id]``."""
+        first = self.layers[0]
+        if not self.shared:
+            return self.act(first(x))
+        # W [x, e_i] + b = W_x x + b + W_id[:, i]: the id's columns are a per-agent bias, added
+        # by broadcasting over the agent axis instead of building and concatenating one-hots.
+        n = self.num_agents
+        y = nn.functional.linear(x, first.weight[:, :-n], first.bias) + first.weight[:, -n:].t()
+        return self.act(y)
 
     def recur(
         self, y: torch.Tensor, h: torch.Tensor, starts: torch.Tensor | None = None
@@ -148,7 +146,8 @@ class AgentMLP(nn.Module):
 
     def decode(self, y: torch.Tensor) -> torch.Tensor:
         """The layers after the first (or after the GRU) and the output head."""
-        for layer in self.layers[1:]:
+        # islice, not self.layers[1:]: slicing a ModuleList builds a new one on every call.
+        for layer in itertools.islice(self.layers, 1, None):
             y = self.act(layer(y))
         return self.head(y)
 

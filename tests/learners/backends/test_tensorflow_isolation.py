@@ -44,18 +44,18 @@ def test_api_and_spec_validation_do_not_import_tensorflow() -> None:
 @pytest.mark.slow
 def test_a_torch_run_does_not_import_tensorflow(tmp_path: Path) -> None:
     out = run_fresh(
-        f"""
+        """
         import sys
         from learners.hooks import MemoryHooks
         from learners.spec import parse_spec
         from learners.training import train
-        spec = parse_spec({{
+        spec = parse_spec({
             "name": "torch", "algorithm": "ddpg", "backend": "torch",
-            "env": {{"suite": "gymnasium", "id": "Pendulum-v1"}}, "total_steps": 300,
-            "hyperparameters": {{"hidden_sizes": [16], "learning_starts": 100, "batch_size": 16}},
-            "evaluation": {{"every_steps": 300, "episodes": 1}},
-            "checkpoint": {{"every_steps": 300}}, "device": "cpu",
-        }})
+            "env": {"suite": "gymnasium", "id": "Pendulum-v1"}, "total_steps": 300,
+            "hyperparameters": {"hidden_sizes": [16], "learning_starts": 100, "batch_size": 16},
+            "evaluation": {"every_steps": 300, "episodes": 1},
+            "checkpoint": {"every_steps": 300}, "device": "cpu",
+        })
         hooks = MemoryHooks()
         train(spec, hooks)
         print(len(hooks.checkpoints), "tensorflow" in sys.modules)

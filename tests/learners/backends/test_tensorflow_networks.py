@@ -71,15 +71,20 @@ def test_agent_mlp(shared: bool, rnn: int | None, hidden: tuple[int, ...]) -> No
     h = RNG.normal(size=(2, n, rnn)).astype(np.float32)
     starts = np.zeros((6, 2), np.float32)
     starts[3, 1] = 1.0  # an episode starts in the middle of copy 1's sequence
-    want_after, want_before = theirs.recur(theirs.encode(torch.tensor(x)), torch.tensor(h), torch.tensor(starts))
+    want_after, want_before = theirs.recur(
+        theirs.encode(torch.tensor(x)), torch.tensor(h), torch.tensor(starts)
+    )
     for compiled in (False, True):
+
         def recur(x: Any, h: Any, starts: Any) -> Any:
             return ours.recur(ours.encode(x), h, starts)
 
         fn = tf.function(recur, autograph=False) if compiled else recur
         after, before = fn(tf.constant(x), tf.constant(h), tf.constant(starts))
         np.testing.assert_allclose(after.numpy(), want_after.detach().numpy(), rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(before.numpy(), want_before.detach().numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            before.numpy(), want_before.detach().numpy(), rtol=1e-5, atol=1e-6
+        )
     assert np.isfinite(after.numpy()).all()
     assert np.all(before.numpy()[3, 1] == 0.0)  # the state is zeroed where the episode starts
     want, want_h = theirs(torch.tensor(x), torch.tensor(h))

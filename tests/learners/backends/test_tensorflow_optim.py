@@ -34,8 +34,10 @@ def canonical(params: list[Param]) -> dict[str, np.ndarray]:
 def gradients(rng: np.random.Generator, steps: int) -> list[dict[str, np.ndarray]]:
     """Gradients over six orders of magnitude: some far below epsilon, some far above."""
     return [
-        {k: (rng.normal(size=s) * 10.0 ** rng.integers(-7, 2)).astype(np.float32)
-         for k, s in SHAPES.items()}  # fmt: skip
+        {
+            k: (rng.normal(size=s) * 10.0 ** rng.integers(-7, 2)).astype(np.float32)
+            for k, s in SHAPES.items()
+        }  # fmt: skip
         for _ in range(steps)
     ]
 
@@ -70,7 +72,9 @@ def test_matches_torch_adam(eps: float, compiled: bool) -> None:
     apply_all(TorchAdam(ours, 3e-3, eps=eps), grads, compiled)
     got = canonical(ours)
     for name, p in params.items():
-        np.testing.assert_allclose(got[name], p.detach().numpy(), rtol=1e-6, atol=1e-7, err_msg=name)
+        np.testing.assert_allclose(
+            got[name], p.detach().numpy(), rtol=1e-6, atol=1e-7, err_msg=name
+        )
 
 
 def test_keras_adam_places_epsilon_differently() -> None:
@@ -121,7 +125,9 @@ def test_moments_move_between_backends_and_resume_the_same() -> None:
         optimizer.step()
     got = canonical(ours)
     for name, p in params.items():
-        np.testing.assert_allclose(got[name], p.detach().numpy(), rtol=1e-6, atol=1e-7, err_msg=name)
+        np.testing.assert_allclose(
+            got[name], p.detach().numpy(), rtol=1e-6, atol=1e-7, err_msg=name
+        )
     # And back: our moments load into a fresh torch Adam.
     fresh = torch.optim.Adam(list(module.parameters()), lr=1e-2, eps=1e-5)
     load_optimizer("net", fresh, "net", module, adam.state("net", "net"))
@@ -133,6 +139,10 @@ def test_a_fresh_adam_has_no_state_and_loading_nothing_resets_it() -> None:
     adam = TorchAdam(ours, 1e-3)
     assert adam.state("n", "n") == {}
     adam.apply([tf.ones(3)])
-    assert set(adam.state("n", "n")) == {"optim/n/n.x/step", "optim/n/n.x/exp_avg", "optim/n/n.x/exp_avg_sq"}
+    assert set(adam.state("n", "n")) == {
+        "optim/n/n.x/step",
+        "optim/n/n.x/exp_avg",
+        "optim/n/n.x/exp_avg_sq",
+    }
     adam.load_state("n", "n", {})
     assert adam.state("n", "n") == {} and float(adam.exp_avg[0].numpy().sum()) == 0.0

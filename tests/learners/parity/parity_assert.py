@@ -29,9 +29,7 @@ ADAM_BETA1 = 0.9
 STAT_FLOOR = 2e-7
 
 
-def assert_close(
-    actual: Any, expected: Any, rtol: float, what: str, floor: float = 1e-12
-) -> None:
+def assert_close(actual: Any, expected: Any, rtol: float, what: str, floor: float = 1e-12) -> None:
     a = np.asarray(actual, dtype=np.float64)
     e = np.asarray(expected, dtype=np.float64)
     assert a.shape == e.shape, f"{what}: shape {a.shape} != {e.shape}"
@@ -48,7 +46,9 @@ def assert_close(
 def assert_stats_close(
     actual: Mapping[str, float], expected: Mapping[str, float], rtol: float, what: str
 ) -> None:
-    assert set(actual) == set(expected), f"{what}: stats keys {sorted(actual)} != {sorted(expected)}"
+    assert set(actual) == set(expected), (
+        f"{what}: stats keys {sorted(actual)} != {sorted(expected)}"
+    )
     for name, value in expected.items():
         if np.isnan(value):
             assert np.isnan(actual[name]), f"{what}: {name} is {actual[name]}, expected NaN"
@@ -108,7 +108,9 @@ def manifest(algorithm: Algorithm, backend: Backend, info_json: dict[str, Any]) 
     )
 
 
-def transfer(source: Any, target: Any, algorithm: Algorithm, source_backend: Backend, path: Path) -> None:
+def transfer(
+    source: Any, target: Any, algorithm: Algorithm, source_backend: Backend, path: Path
+) -> None:
     """Copy ``source``'s whole state into ``target`` through a portable checkpoint file."""
     info_json = checkpoint.env_info_to_json(source.info)
     checkpoint.write(path, source.state(), manifest(algorithm, source_backend, info_json))

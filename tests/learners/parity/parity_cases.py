@@ -109,7 +109,9 @@ def _ppo_variants(config_class: type[PPOConfig]) -> list[Variant]:
     ):
         name = f"{kind}-{'gru' if recurrent else 'mlp'}-{'shared' if shared else 'separate'}"
         variants.append(_ppo_variant(config_class, name, kind, recurrent, shared, 1, 1))
-    variants.append(_ppo_variant(config_class, "discrete-gru-minibatches", "discrete", True, True, 2, 3))
+    variants.append(
+        _ppo_variant(config_class, "discrete-gru-minibatches", "discrete", True, True, 2, 3)
+    )
     variants.append(
         _ppo_variant(config_class, "continuous-mlp-minibatches", "continuous", False, False, 2, 3)
     )
@@ -270,9 +272,7 @@ def update(algorithm: Algorithm, learner: Any, batch: Any, k: int) -> dict[str, 
 
 def parity_pairs() -> list[tuple[Algorithm, Backend]]:
     """Every registered (algorithm, backend) with a reference learner to compare against."""
-    return [
-        (a, b) for a, b in built_pairs() if b != REFERENCE and REFERENCE in entry(a).backends
-    ]
+    return [(a, b) for a, b in built_pairs() if b != REFERENCE and REFERENCE in entry(a).backends]
 
 
 def parity_params() -> list[Any]:

@@ -51,7 +51,9 @@ def mlp(tensors: Tensors, prefix: str, x: Array, *, tanh_output: bool) -> Array:
     indices = _layer_indices(tensors, prefix)
     h = _f64(x)
     for n, i in enumerate(indices):
-        h = h @ _f64(tensors[f"{prefix}.layers.{i}.weight"]).T + _f64(tensors[f"{prefix}.layers.{i}.bias"])
+        h = h @ _f64(tensors[f"{prefix}.layers.{i}.weight"]).T + _f64(
+            tensors[f"{prefix}.layers.{i}.bias"]
+        )
         if n < len(indices) - 1:
             h = np.maximum(h, 0.0)
     return np.tanh(h) if tanh_output else h
@@ -89,11 +91,15 @@ class DDPGNets:
     def __init__(self, config: DDPGConfig, info: EnvInfo) -> None:
         self.config, self.info = config, info
 
-    def policy(self, tensors: Tensors, prefix: str, obs: Array, avail: Array, noise: Array | None) -> Array:
+    def policy(
+        self, tensors: Tensors, prefix: str, obs: Array, avail: Array, noise: Array | None
+    ) -> Array:
         return mlp(tensors, prefix, obs, tanh_output=True)
 
     def q(self, tensors: Tensors, prefix: str, obs: Array, actions: Array) -> Array:
-        return mlp(tensors, prefix, np.concatenate([_f64(obs), actions], -1), tanh_output=False)[..., 0]
+        return mlp(tensors, prefix, np.concatenate([_f64(obs), actions], -1), tanh_output=False)[
+            ..., 0
+        ]
 
     def batch_actions(self, batch: ReplayBatch) -> Array:
         return _f64(batch.actions)
@@ -111,10 +117,16 @@ class MADDPGNets(DDPGNets):
             ids = np.broadcast_to(np.eye(n), (x.shape[0], n, n))
             return mlp(tensors, prefix, np.concatenate([x, ids], -1), tanh_output=tanh_output)
         return np.stack(
-            [mlp(tensors, f"{prefix}.agents.{i}", x[:, i], tanh_output=tanh_output) for i in range(n)], 1
+            [
+                mlp(tensors, f"{prefix}.agents.{i}", x[:, i], tanh_output=tanh_output)
+                for i in range(n)
+            ],
+            1,
         )
 
-    def policy(self, tensors: Tensors, prefix: str, obs: Array, avail: Array, noise: Array | None) -> Array:
+    def policy(
+        self, tensors: Tensors, prefix: str, obs: Array, avail: Array, noise: Array | None
+    ) -> Array:
         discrete = self.info.action_kind == "discrete"
         out = self._net(tensors, prefix, _f64(obs), tanh_output=not discrete)
         if not discrete:
@@ -127,7 +139,9 @@ class MADDPGNets(DDPGNets):
     def q(self, tensors: Tensors, prefix: str, obs: Array, actions: Array) -> Array:
         b, n = obs.shape[0], self.info.num_agents
         joint = np.concatenate([_f64(obs).reshape(b, -1), actions.reshape(b, -1)], -1)
-        return self._net(tensors, prefix, np.broadcast_to(joint[:, None], (b, n, joint.shape[-1])), False)[..., 0]
+        return self._net(
+            tensors, prefix, np.broadcast_to(joint[:, None], (b, n, joint.shape[-1])), False
+        )[..., 0]
 
     def batch_actions(self, batch: ReplayBatch) -> Array:
         if self.info.action_kind == "discrete":
@@ -146,9 +160,13 @@ def actor_critic_stats(
         gumbel = np.random.Generator(np.random.PCG64())
         rng.restore(gumbel, np.asarray(before["rng/gumbel"]))
         noise = gumbel.random(size=(*batch.obs.shape[:2], nets.info.action_dim), dtype=np.float32)
-    next_actions = nets.policy(before, "target_actor", batch.next_obs, batch.next_avail_actions, None)
+    next_actions = nets.policy(
+        before, "target_actor", batch.next_obs, batch.next_avail_actions, None
+    )
     q_next = nets.q(before, "target_critic", batch.next_obs, next_actions)
-    target = td_target(N, _f64(batch.rewards), q_next, _f64(batch.terminated)[:, None], nets.config.gamma)
+    target = td_target(
+        N, _f64(batch.rewards), q_next, _f64(batch.terminated)[:, None], nets.config.gamma
+    )
     q_taken = nets.q(before, "critic", batch.obs, nets.batch_actions(batch))
     mask = _f64(batch.agent_mask)
     policy_actions = nets.policy(before, "actor", batch.obs, batch.avail_actions, noise)
@@ -164,9 +182,13 @@ def actor_critic_stats(
 def critic_output_bias_gradient(nets: DDPGNets, before: Tensors, batch: ReplayBatch) -> float:
     """d loss_critic / d (the critic's output bias, shared) = masked mean of 2 (Q - y): what that
     bias's gradient must be when nothing flows into the target (seeds defect 8)."""
-    next_actions = nets.policy(before, "target_actor", batch.next_obs, batch.next_avail_actions, None)
+    next_actions = nets.policy(
+        before, "target_actor", batch.next_obs, batch.next_avail_actions, None
+    )
     q_next = nets.q(before, "target_critic", batch.next_obs, next_actions)
-    target = _f64(batch.rewards) + nets.config.gamma * (1.0 - _f64(batch.terminated)[:, None]) * q_next
+    target = (
+        _f64(batch.rewards) + nets.config.gamma * (1.0 - _f64(batch.terminated)[:, None]) * q_next
+    )
     q_taken = nets.q(before, "critic", batch.obs, nets.batch_actions(batch))
     mask = _f64(batch.agent_mask)
     return float((2.0 * (q_taken - target) * mask).sum() / max(mask.sum(), 1.0))
@@ -190,7 +212,9 @@ def qmixer(tensors: Tensors, prefix: str, q: Array, state: Array) -> Array:
 
 
 def central_mixer(tensors: Tensors, prefix: str, q: Array, state: Array) -> Array:
-    return mlp(tensors, f"{prefix}.net", np.concatenate([_f64(q), _f64(state)], -1), tanh_output=False)[..., 0]
+    return mlp(
+        tensors, f"{prefix}.net", np.concatenate([_f64(q), _f64(state)], -1), tanh_output=False
+    )[..., 0]
 
 
 def _utilities(tensors: Tensors, prefix: str, obs: Array, avail: Array) -> Array:
@@ -198,7 +222,9 @@ def _utilities(tensors: Tensors, prefix: str, obs: Array, avail: Array) -> Array
     return np.where(_f64(avail) > 0.5, q, -1e9)
 
 
-def wqmix_stats(config: WQMIXConfig, before: Tensors, batch: ReplayBatch, defect: str | None = None) -> dict[str, float]:
+def wqmix_stats(
+    config: WQMIXConfig, before: Tensors, batch: ReplayBatch, defect: str | None = None
+) -> dict[str, float]:
     """The losses of one WQMIX update from the weights ``before`` it. ``defect="central_sum"``
     computes the central loss as the reference's MindSpore copy did (a sum over the agent-mask
     sum, seeds defect 7) instead of the masked mean."""
@@ -206,15 +232,30 @@ def wqmix_stats(config: WQMIXConfig, before: Tensors, batch: ReplayBatch, defect
     live = mask > 0.5
     q = _utilities(before, "agent", batch.obs, batch.avail_actions)
     greedy = np.argmax(q, -1)
-    greedy_next = np.argmax(_utilities(before, "agent", batch.next_obs, batch.next_avail_actions), -1)
-    q_next = N.gather_last(agent_mlp(before, "target_central_agent", batch.next_obs, None, activation="relu"), greedy_next)
-    q_star_next = central_mixer(before, "target_central_mixer", np.where(live, q_next, 0.0), batch.next_state)
+    greedy_next = np.argmax(
+        _utilities(before, "agent", batch.next_obs, batch.next_avail_actions), -1
+    )
+    q_next = N.gather_last(
+        agent_mlp(before, "target_central_agent", batch.next_obs, None, activation="relu"),
+        greedy_next,
+    )
+    q_star_next = central_mixer(
+        before, "target_central_mixer", np.where(live, q_next, 0.0), batch.next_state
+    )
     team_reward = (_f64(batch.rewards) * mask).sum(-1) / np.maximum(mask.sum(-1), 1.0)
     target = td_target(N, team_reward, q_star_next, _f64(batch.terminated), config.gamma)
-    q_greedy = N.gather_last(agent_mlp(before, "target_central_agent", batch.obs, None, activation="relu"), greedy)
-    q_star_greedy = central_mixer(before, "target_central_mixer", np.where(live, q_greedy, 0.0), batch.state)
-    q_tot = qmixer(before, "mixer", np.where(live, N.gather_last(q, batch.actions), 0.0), batch.state)
-    q_central = N.gather_last(agent_mlp(before, "central_agent", batch.obs, None, activation="relu"), batch.actions)
+    q_greedy = N.gather_last(
+        agent_mlp(before, "target_central_agent", batch.obs, None, activation="relu"), greedy
+    )
+    q_star_greedy = central_mixer(
+        before, "target_central_mixer", np.where(live, q_greedy, 0.0), batch.state
+    )
+    q_tot = qmixer(
+        before, "mixer", np.where(live, N.gather_last(q, batch.actions), 0.0), batch.state
+    )
+    q_central = N.gather_last(
+        agent_mlp(before, "central_agent", batch.obs, None, activation="relu"), batch.actions
+    )
     q_star = central_mixer(before, "central_mixer", np.where(live, q_central, 0.0), batch.state)
     weights = weights_for(
         N, config.weighting, td_error=q_tot - target,
@@ -234,7 +275,9 @@ def wqmix_stats(config: WQMIXConfig, before: Tensors, batch: ReplayBatch, defect
 # -- PPO --------------------------------------------------------------------------------------
 
 
-def _gru_steps(tensors: Tensors, prefix: str, y: Array, h: Array, starts: Array) -> tuple[Array, Array]:
+def _gru_steps(
+    tensors: Tensors, prefix: str, y: Array, h: Array, starts: Array
+) -> tuple[Array, Array]:
     """The GRU over a time-first sequence with the state zeroed where an episode starts: the
     states after and before every step."""
     gates = _agent_linear(tensors, f"{prefix}.gru.input", y)
@@ -259,7 +302,9 @@ def _encode(tensors: Tensors, prefix: str, x: Array, activation: str) -> Array:
     y = _f64(x)
     if _f64(tensors[f"{prefix}.layers.0.weight"]).ndim == 2:
         num_agents = y.shape[-2]
-        y = np.concatenate([y, np.broadcast_to(np.eye(num_agents), (*y.shape[:-1], num_agents))], -1)
+        y = np.concatenate(
+            [y, np.broadcast_to(np.eye(num_agents), (*y.shape[:-1], num_agents))], -1
+        )
     return _activation(activation)(_agent_linear(tensors, f"{prefix}.layers.0", y))
 
 
@@ -289,7 +334,9 @@ def ppo_value_pass(config: PPOConfig, tensors: Tensors, buffer: RolloutBuffer) -
     final_x = _critic_input(config, buffer.final_obs, buffer.final_state)
     last_x = _critic_input(config, buffer.last_obs, buffer.last_state)
     if not config.recurrent:
-        values, final, last = (agent_mlp(tensors, "critic", v, None, activation=act) for v in (x, final_x, last_x))
+        values, final, last = (
+            agent_mlp(tensors, "critic", v, None, activation=act) for v in (x, final_x, last_x)
+        )
         return {"values": values[..., 0], "final": final[..., 0], "last": last[..., 0]}
     ended = buffer.episode_end.astype(np.float64)
     starts = np.concatenate([np.zeros_like(ended[:1]), ended[:-1]])
@@ -349,7 +396,9 @@ def ppo_stats(
     targets = rollout_targets(config, buffer, normalizer)
     returns = targets.returns
     if defect == "value_norm_unused":
-        returns = rollout_targets(config.model_copy(update={"value_norm": False}), buffer, ValueNormalizer()).returns
+        returns = rollout_targets(
+            config.model_copy(update={"value_norm": False}), buffer, ValueNormalizer()
+        ).returns
     data = {
         "obs": buffer.obs, "state": buffer.state, "avail": buffer.avail_actions,
         "actions": buffer.actions, "log_prob_old": buffer.log_prob, "values_old": buffer.values,
@@ -381,7 +430,9 @@ def _ppo_terms(
         log_prob = dist.normal_log_prob(N, _f64(mb["actions"]), out, log_std)
         entropy = dist.normal_entropy(N, log_std)
     clip_eps = config.clip_eps * (0.5 if defect == "half_clip" else 1.0)
-    policy = policy_loss(N, log_prob, _f64(mb["log_prob_old"]), _f64(mb["advantages"]), mask, clip_eps)
+    policy = policy_loss(
+        N, log_prob, _f64(mb["log_prob_old"]), _f64(mb["advantages"]), mask, clip_eps
+    )
     if defect == "policy_loss_per_row":
         ratio = np.exp(log_prob - mb["log_prob_old"])
         adv = _f64(mb["advantages"])

@@ -29,7 +29,10 @@ def params() -> list[Any]:
         # The first variant, and the recurrent one with minibatches where there is one.
         picked = [variants(algorithm)[0]]
         picked += [v for v in variants(algorithm) if v.name == "discrete-gru-minibatches"]
-        chosen += [pytest.param(algorithm, backend, v, id=f"{algorithm}-{backend}-{v.name}") for v in picked]
+        chosen += [
+            pytest.param(algorithm, backend, v, id=f"{algorithm}-{backend}-{v.name}")
+            for v in picked
+        ]
     return chosen
 
 
@@ -59,7 +62,9 @@ def test_batch_sizes_do_not_retrace_without_bound(backend: Backend) -> None:
     learner = entry(Algorithm.MADDPG).learner_class(backend)(chosen.config, chosen.info, "cpu", 0)
     full = data(Algorithm.MADDPG, chosen, seed=0)
     for size in (7, 3, 5, 6, 2, 7):
-        batch = type(full)(**{k: np.take(v, np.arange(size), axis=0) for k, v in vars(full).items()})
+        batch = type(full)(
+            **{k: np.take(v, np.arange(size), axis=0) for k, v in vars(full).items()}
+        )
         update(Algorithm.MADDPG, learner, batch, 0)
     assert _tracings(learner) <= 2  # one per first shape, then one for any batch size
 

@@ -217,7 +217,9 @@ def test_defect7_central_loss_is_a_masked_mean(algorithm: Algorithm, backend: Ba
 # -- defect 8: no gradient through the target ------------------------------------------------
 
 
-@pytest.mark.parametrize(("algorithm", "backend"), pairs(Algorithm.DDPG, Algorithm.MADDPG), ids=pair_ids)
+@pytest.mark.parametrize(
+    ("algorithm", "backend"), pairs(Algorithm.DDPG, Algorithm.MADDPG), ids=pair_ids
+)
 def test_defect8_critic_gradient_and_soft_targets(algorithm: Algorithm, backend: Backend) -> None:
     name = "plain" if algorithm == Algorithm.DDPG else "continuous-shared"
     chosen = variant(algorithm, name, max_grad_norm=None)

@@ -36,7 +36,9 @@ from learners.registry import RunnerKind, entry
 PARAMS = parity_params()
 
 
-def _pair(algorithm: Algorithm, backend: Backend, variant: Variant, tmp_path: Path) -> tuple[Any, Any]:
+def _pair(
+    algorithm: Algorithm, backend: Backend, variant: Variant, tmp_path: Path
+) -> tuple[Any, Any]:
     """The reference learner and ``backend``'s, the latter loaded with the former's weights."""
     reference = build(algorithm, REFERENCE, variant)
     other = build(algorithm, backend, variant)
@@ -80,7 +82,9 @@ def _rollout_steps_agree(reference: Any, other: Any, obs: Any) -> None:
 
 
 @pytest.mark.parametrize(("algorithm", "backend", "variant"), PARAMS)
-def test_one_update(algorithm: Algorithm, backend: Backend, variant: Variant, tmp_path: Path) -> None:
+def test_one_update(
+    algorithm: Algorithm, backend: Backend, variant: Variant, tmp_path: Path
+) -> None:
     reference, other = _pair(algorithm, backend, variant, tmp_path)
     batch = data(algorithm, variant, seed=0)
     want = update(algorithm, reference, batch, 0)
@@ -98,7 +102,9 @@ def test_one_update(algorithm: Algorithm, backend: Backend, variant: Variant, tm
 
 
 @pytest.mark.parametrize(("algorithm", "backend", "variant"), PARAMS)
-def test_ten_updates(algorithm: Algorithm, backend: Backend, variant: Variant, tmp_path: Path) -> None:
+def test_ten_updates(
+    algorithm: Algorithm, backend: Backend, variant: Variant, tmp_path: Path
+) -> None:
     reference, other = _pair(algorithm, backend, variant, tmp_path)
     for k in range(10):
         batch = data(algorithm, variant, seed=k)

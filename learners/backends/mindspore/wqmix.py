@@ -1,0 +1,288 @@
+"""Weighted QMIX in MindSpore (Rashid et al., NeurIPS 2020): OW-QMIX and CW-QMIX, one learner.
+
+The MindSpore twin of ``learners.backends.torch.wqmix.TorchWQMIX``, network for network and name
+for name: the agents' utilities (``agent``), QMIX's monotonic ``mixer``, the central agents
+(``central_agent``) and the unrestricted ``central_mixer``, plus target copies of the two central
+networks, synchronised every ``target_update_interval`` updates. The weights, the TD target and
+both losses come from ``learners.functional`` (the losses through their graph-safe form in
+``learners.backends.mindspore.losses``): the central loss is a masked mean over transitions, as in
+every backend (the reference's MindSpore copy divided a sum by the agent-mask sum), and an unknown
+weighting raises instead of training with uniform weights (seeds defect 7). Agent ids are built
+from each batch's real shape (seeds defect 6).
+
+The whole update (targets, both losses, one global-norm clip over every live network, Adam) is one
+compiled cell; acting is epsilon-greedy with the draws made on the host from the same NumPy
+generator, in the same order, as in every backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import mindspore as ms
+import numpy as np
+from mindspore import Tensor, nn, ops
+from numpy.typing import NDArray
+
+from learners import rng
+from learners.algorithms.wqmix import WQMIXConfig, WQMIXStats, epsilon_at
+from learners.backends.mindspore.agent_nets import AgentMLP
+from learners.backends.mindspore.losses import wqmix_terms
+from learners.backends.mindspore.networks import (
+    MLP,
+    copy_into,
+    load_module,
+    module_state,
+    named_parameters,
+    parameters,
+)
+from learners.backends.mindspore.ops import MindSporeOps, elu64
+from learners.backends.mindspore.optim import TorchAdam
+from learners.buffers.replay import ReplayBatch
+from learners.envs.base import EnvInfo, Observation
+from learners.functional.distributions import masked_logits
+from learners.functional.gradients import clip_by_global_norm
+from learners.functional.returns import td_target
+from learners.functional.wqmix import is_greedy_joint_action, weights_for
+
+OPS = MindSporeOps()
+LIVE = ("agent", "mixer", "central_agent", "central_mixer")
+TARGETS = ("target_central_agent", "target_central_mixer")
+STATS = ("loss", "loss_qmix", "loss_central", "weight_mean", "q_tot_mean", "target_mean",
+         "grad_norm")  # fmt: skip
+# The update's batch inputs, in ``WQMIXUpdate.construct``'s order.
+_FIELDS = ("obs", "state", "actions", "rewards", "next_obs", "next_state", "terminated",
+           "agent_mask", "avail_actions", "next_avail_actions")  # fmt: skip
+
+
+class QMixer(nn.Cell):
+    """Q_tot = w2 . elu(q W1 + b1) + V(s), with W1 = |hyper_w1(s)| and w2 = |hyper_w2(s)|: every
+    partial derivative dQ_tot/dq_i is non-negative, so the agents' own argmaxes are Q_tot's."""
+
+    def __init__(
+        self, num_agents: int, state_dim: int, embed: int, hyper_hidden: int,
+        init: np.random.Generator,
+    ) -> None:  # fmt: skip
+        super().__init__()
+        self.num_agents, self.embed = num_agents, embed
+        self.hyper_w1 = MLP(state_dim, [hyper_hidden], num_agents * embed, init)
+        self.hyper_b1 = MLP(state_dim, [], embed, init)
+        self.hyper_w2 = MLP(state_dim, [hyper_hidden], embed, init)
+        self.value = MLP(state_dim, [embed], 1, init)
+
+    def construct(self, q: Tensor, state: Tensor) -> Tensor:
+        """``q`` (..., N) utilities of the taken actions, ``state`` (..., S) -> Q_tot (...)."""
+        shape = state.shape[:-1] + (self.num_agents, self.embed)
+        w1 = ops.reshape(ops.abs(self.hyper_w1(state)), shape)
+        hidden = elu64(ops.sum(ops.expand_dims(q, -1) * w1, -2) + self.hyper_b1(state))
+        w2 = ops.abs(self.hyper_w2(state))
+        return ops.sum(hidden * w2, -1) + ops.squeeze(self.value(state), -1)
+
+
+class CentralMixer(nn.Cell):
+    """Q*(s, u): an unrestricted MLP of the central utilities of the taken actions and the state."""
+
+    def __init__(self, num_agents: int, state_dim: int, hidden: int, init: np.random.Generator):
+        super().__init__()
+        self.net = MLP(num_agents + state_dim, [hidden, hidden], 1, init)
+
+    def construct(self, q: Tensor, state: Tensor) -> Tensor:
+        return ops.squeeze(self.net(ops.cat((q, state), -1)), -1)
+
+
+class WQMIXNets(nn.Cell):
+    """Every network, built in the TensorFlow learner's order (one seed, one set of weights)."""
+
+    def __init__(self, config: WQMIXConfig, info: EnvInfo, init: np.random.Generator) -> None:
+        super().__init__()
+        n, s = info.num_agents, info.state_dim
+        self.agent = self._agent(config, info, init)
+        self.mixer = QMixer(n, s, config.mixing_embed_dim, config.hypernet_hidden, init)
+        self.central_agent = self._agent(config, info, init)
+        self.central_mixer = CentralMixer(n, s, config.central_mixer_hidden, init)
+        self.target_central_agent = self._agent(config, info, init)
+        self.target_central_mixer = CentralMixer(n, s, config.central_mixer_hidden, init)
+        for name in TARGETS:
+            for param in parameters(getattr(self, name)):
+                param.requires_grad = False
+
+    @staticmethod
+    def _agent(config: WQMIXConfig, info: EnvInfo, init: np.random.Generator) -> AgentMLP:
+        return AgentMLP(
+            info.obs_dim, config.hidden_sizes, info.action_dim, info.num_agents,
+            shared=config.share_parameters, activation="relu", rnn_hidden_size=None,
+            rng=init, head_gain=1.0,
+        )  # fmt: skip
+
+    def utilities(self, agent: AgentMLP, obs: Tensor, avail: Tensor) -> Tensor:
+        """Per-agent utilities (B, N, A), unavailable actions pushed down."""
+        return masked_logits(OPS, agent(obs, obs)[0], avail)
+
+    def construct(self, obs: Tensor, avail: Tensor) -> Tensor:
+        """The greedy actions (acting)."""
+        return ops.argmax(self.utilities(self.agent, obs, avail), -1)
+
+
+class WQMIXLoss(nn.Cell):
+    """Both losses of one batch; the other stats ride along as auxiliary outputs."""
+
+    def __init__(self, nets: WQMIXNets, config: WQMIXConfig) -> None:
+        super().__init__()
+        self.nets = nets
+        self.gamma, self.weighting, self.alpha = config.gamma, config.weighting, config.alpha
+
+    def _targets(self, b: tuple[Tensor, ...], greedy: Tensor) -> tuple[Tensor, Tensor]:
+        """y and Q*_target(s, u^) (for CW), without gradient."""
+        obs, state, _, rewards, next_obs, next_state, terminated, mask, _, next_avail = b
+        nets, live = self.nets, mask > 0.5
+        greedy_next = ops.argmax(nets.utilities(nets.agent, next_obs, next_avail), -1)
+        q_next = OPS.gather_last(nets.target_central_agent(next_obs, next_obs)[0], greedy_next)
+        q_star_next = nets.target_central_mixer(OPS.where(live, q_next, 0.0), next_state)
+        team_reward = ops.sum(rewards * mask, -1) / ops.clamp(ops.sum(mask, -1), min=1.0)
+        target = td_target(OPS, team_reward, q_star_next, terminated, self.gamma)
+        q_greedy = OPS.gather_last(nets.target_central_agent(obs, obs)[0], greedy)
+        q_star_greedy = nets.target_central_mixer(OPS.where(live, q_greedy, 0.0), state)
+        return target, ops.stop_gradient(q_star_greedy)
+
+    def construct(self, *b: Tensor) -> tuple[Tensor, tuple[Tensor, ...]]:
+        obs, state, actions, _, _, _, _, mask, avail, _ = b
+        nets, live = self.nets, mask > 0.5
+        q = nets.utilities(nets.agent, obs, avail)
+        greedy = ops.argmax(ops.stop_gradient(q), -1)
+        target, q_star_greedy = self._targets(b, greedy)
+        q_tot = nets.mixer(OPS.where(live, OPS.gather_last(q, actions), 0.0), state)
+        q_central = OPS.gather_last(nets.central_agent(obs, obs)[0], actions)
+        q_star = nets.central_mixer(OPS.where(live, q_central, 0.0), state)
+        weights = weights_for(
+            OPS, self.weighting, td_error=ops.stop_gradient(q_tot) - target,
+            is_greedy=is_greedy_joint_action(OPS, actions, greedy, mask),
+            target=target, q_central_greedy=q_star_greedy, alpha=self.alpha,
+        )  # fmt: skip
+        transitions = OPS.max(mask, axis=-1)  # rows with at least one live agent
+        loss, loss_qmix, loss_central, weight_mean = wqmix_terms(
+            OPS, q_tot, q_star, target, weights, transitions
+        )
+        aux = (loss_qmix, loss_central, weight_mean, ops.mean(q_tot), ops.mean(target))
+        return loss, ops.stop_gradient(ops.stack(aux))
+
+
+class WQMIXUpdate(nn.Cell):
+    """One gradient step of both losses over every live network (one global norm), then Adam;
+    returns ``STATS`` stacked."""
+
+    def __init__(self, nets: WQMIXNets, optimizers: dict[str, TorchAdam], config: WQMIXConfig):
+        super().__init__()
+        self.optims = nn.CellList([optimizers[name] for name in LIVE])
+        self.sizes = tuple(len(optimizers[name].params) for name in LIVE)
+        self.max_grad_norm = config.max_grad_norm
+        weights = ms.ParameterTuple([p for name in LIVE for p in optimizers[name].params])
+        self.grad = ms.value_and_grad(WQMIXLoss(nets, config), None, weights, has_aux=True)
+
+    def construct(self, hypers: Tensor, *batch: Tensor) -> Tensor:
+        (loss, aux), grads = self.grad(*batch)
+        clipped, norm = clip_by_global_norm(OPS, grads, self.max_grad_norm)
+        start = 0
+        for i in range(len(self.sizes)):
+            end = start + self.sizes[i]
+            self.optims[i](tuple(clipped[start:end]), hypers[i])
+            start = end
+        return ops.cat((ops.expand_dims(loss, 0), aux, ops.expand_dims(norm, 0)))
+
+
+class MindSporeWQMIX:
+    """The MindSpore WQMIX learner (``learners.runners.off_policy`` drives it)."""
+
+    uses_state = True
+
+    def __init__(self, config: WQMIXConfig, info: EnvInfo, device: str, seed: int) -> None:
+        if info.action_kind != "discrete":
+            raise ValueError(f"WQMIX needs discrete actions, not {info.action_kind}")
+        self.config, self.info, self.device = config, info, device
+        self.ops = OPS
+        self.nets = WQMIXNets(config, info, rng.generator(seed, "init"))
+        self._sync_targets()
+        self.optimizers = {name: self._adam(getattr(self.nets, name)) for name in LIVE}
+        self._update_cell = WQMIXUpdate(self.nets, self.optimizers, config)
+        self.exploration = rng.generator(seed, "exploration")
+        self.updates = 0
+        self.explore_steps = 0
+        self.set_compiled(True)
+
+    def _adam(self, net: nn.Cell) -> TorchAdam:
+        named = named_parameters(net)
+        lr = self.config.learning_rate
+        return TorchAdam([p for _, p in named], [n for n, _ in named], lr)
+
+    def set_compiled(self, compiled: bool) -> None:
+        """Run ``update`` and the greedy forward pass as compiled graphs (the default) or
+        eagerly."""
+        self.compiled = compiled
+        self._update = ms.jit(self._update_cell) if compiled else self._update_cell
+        self._greedy = ms.jit(self.nets) if compiled else self.nets
+
+    def _tensor(self, x: NDArray[Any]) -> Tensor:
+        return self.ops.asarray(x)
+
+    def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
+        """Greedy actions; with ``explore``, each agent acts uniformly at random over its
+        available actions with probability epsilon (which decays with the exploring steps)."""
+        avail = observation.avail_actions
+        greedy = np.asarray(self._greedy(self._tensor(observation.obs), self._tensor(avail)).asnumpy())
+        if not explore:
+            return greedy
+        epsilon = epsilon_at(self.config, self.explore_steps)
+        self.explore_steps += observation.obs.shape[0]
+        with np.errstate(divide="ignore"):
+            scores = np.log(avail) + self.exploration.gumbel(size=avail.shape)
+        random_actions = np.argmax(scores, axis=-1)
+        explore_mask = self.exploration.uniform(size=greedy.shape) < epsilon
+        return np.where(explore_mask, random_actions, greedy).astype(np.int64)
+
+    def update(self, batch: ReplayBatch) -> WQMIXStats:
+        """One gradient step of both losses on ``batch`` (any size: ids come from its shape)."""
+        if self.config.weighting not in ("ow", "cw"):
+            # ``weights_for`` refuses it too, but from inside graph compilation; say it plainly.
+            raise ValueError(
+                f"unknown WQMIX weighting {self.config.weighting!r}: expected 'ow' or 'cw'"
+            )
+        hypers = ops.stack([self.optimizers[name].next_hyper() for name in LIVE])
+        arrays = (self._tensor(getattr(batch, name)) for name in _FIELDS)
+        out = self._update(hypers, *arrays).asnumpy()
+        self.updates += 1
+        if self.updates % self.config.target_update_interval == 0:
+            self._sync_targets()
+        stats = {name: float(v) for name, v in zip(STATS, out, strict=True)}
+        return WQMIXStats(**stats, epsilon=epsilon_at(self.config, self.explore_steps))
+
+    def _sync_targets(self) -> None:
+        for name in TARGETS:
+            copy_into(getattr(self.nets, name), getattr(self.nets, name.removeprefix("target_")))
+
+    # -- checkpoints ----------------------------------------------------------------------------
+
+    def policy_tensor_names(self) -> list[str]:
+        return sorted(module_state("agent", self.nets.agent))
+
+    def state(self) -> dict[str, NDArray[Any]]:
+        tensors: dict[str, NDArray[Any]] = {}
+        for name in (*LIVE, *TARGETS):
+            tensors.update(module_state(name, getattr(self.nets, name)))
+        for name in LIVE:
+            tensors.update(self.optimizers[name].state(name, name))
+        tensors["rng/exploration"] = rng.state_tensor(self.exploration)
+        tensors["counters/updates"] = np.array(self.updates, np.int64)
+        tensors["counters/explore_steps"] = np.array(self.explore_steps, np.int64)
+        return tensors
+
+    def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
+        load_module("agent", self.nets.agent, tensors)
+        if policy_only:
+            return
+        for name in (*LIVE, *TARGETS):
+            load_module(name, getattr(self.nets, name), tensors)
+        for name in LIVE:
+            self.optimizers[name].load_state(name, name, tensors)
+        rng.restore(self.exploration, tensors["rng/exploration"])
+        self.updates = int(tensors["counters/updates"])
+        self.explore_steps = int(tensors["counters/explore_steps"])
