@@ -17,12 +17,11 @@ import tempfile
 
 # MindSpore's C++ side logs through glog: 3 = errors only.
 os.environ.setdefault("GLOG_v", "3")
-# Run compiled graphs on the calling thread, with one runtime actor thread. By default a graph call
-# is handed to a pool of runtime threads and waited for; for graphs this small the hand-offs are
-# most of the cost (a two-layer MLP's call: 2.4 ms by default, 0.66 ms this way, on a busy
-# two-core worker), and a rollout makes one call per env step.
+# Run compiled graphs on the calling thread. By default a graph call is handed to MindSpore's
+# runtime threads and waited for; for graphs this small the hand-offs are most of the cost (a
+# two-layer MLP's call: 2.4 ms by default, 0.7 ms this way, on a busy two-core worker), and a
+# rollout makes one call per env step.
 os.environ.setdefault("MS_DEV_HOST_BLOCKING_RUN", "1")
-os.environ.setdefault("MS_DEV_RUNTIME_CONF", "actor_thread_num:1")
 # A graph that fails to compile leaves an ``analyze_fail.ir`` report; keep it out of the working
 # directory (a worker's or a test's) and in the temporary one.
 os.environ.setdefault(

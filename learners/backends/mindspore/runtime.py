@@ -8,8 +8,10 @@ called by every module of this backend on import and does its work the first tim
 - blocking launches: operators run synchronously on the calling thread. MindSpore's default hands
   every operator to dispatch threads, and each read back to NumPy (one per rollout step) then waits
   for a thread hand-off, which on a busy two-core worker costs milliseconds;
-- kernel threads: ``MARLFORGE_MINDSPORE_THREADS`` (default 1). MindSpore's default of 25 threads
-  per kernel oversubscribes a worker's cores for networks this small.
+- kernel threads: ``MARLFORGE_MINDSPORE_THREADS`` when set, else ``MARLFORGE_CPU_THREADS`` as for
+  every backend (default 1). MindSpore's default of 25 threads per kernel oversubscribes a worker's
+  cores for networks this small, and MindSpore takes the setting once per process, so it is applied
+  here, before the first kernel runs.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ import os
 import mindspore as ms
 from mindspore._c_expression import RuntimeConf
 
-from learners.backends import DeviceUnavailable
+from learners.backends import DeviceUnavailable, cpu_threads
 from learners.enums import Device
 
+THREADS_ENV = "MARLFORGE_MINDSPORE_THREADS"
 _configured = False
 
 
@@ -32,22 +35,31 @@ def configure() -> None:
         return
     ms.set_device("CPU")
     conf = RuntimeConf.get_instance()
-    if not conf.is_op_threads_num_configured():
-        ms.device_context.cpu.op_tuning.threads_num(_threads())
     if not conf.is_launch_blocking():
         ms.runtime.launch_blocking()
+    set_threads(_threads())
     _configured = True
 
 
 def _threads() -> int:
-    value = os.environ.get("MARLFORGE_MINDSPORE_THREADS", "1")
+    raw = os.environ.get(THREADS_ENV)
+    if raw is None:
+        return cpu_threads()
     try:
-        threads = int(value)
+        threads = int(raw)
     except ValueError:
-        raise ValueError(f"MARLFORGE_MINDSPORE_THREADS must be an integer, not {value!r}") from None
+        raise ValueError(f"{THREADS_ENV} must be a positive integer, got {raw!r}") from None
     if threads < 1:
-        raise ValueError(f"MARLFORGE_MINDSPORE_THREADS must be at least 1, not {threads}")
+        raise ValueError(f"{THREADS_ENV} must be a positive integer, got {raw!r}")
     return threads
+
+
+def set_threads(threads: int) -> None:
+    """Cap MindSpore's CPU kernels at ``threads`` threads. MindSpore accepts this once per
+    process; later calls leave the first setting in place (every run of a worker process asks for
+    the same number)."""
+    if not RuntimeConf.get_instance().is_op_threads_num_configured():
+        ms.device_context.cpu.op_tuning.threads_num(threads)
 
 
 def resolve_device(device: Device) -> str:

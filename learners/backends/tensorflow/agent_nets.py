@@ -1,11 +1,12 @@
 """Networks that compute every agent at once, with shared or per-agent parameters (TensorFlow).
 
 The TensorFlow twin of ``learners.backends.torch.agent_nets``, name for name and equation for
-equation: inputs are ``(..., N, features)``; with shared parameters a one-hot agent id, built from
-the input's real shape (never from a configured batch size: seeds defect 6), is appended to the
-input; with separate parameters every layer holds a kernel per agent, ``(N, in, out)``, applied in
-one batched contraction. The GRU cell is PyTorch's ``GRUCell`` written out, gates ordered
-``r, z, n``, so its weights mean the same thing in both backends.
+equation: inputs are ``(..., N, features)``; with shared parameters a one-hot agent id is part of
+the first layer's input, applied as a per-agent bias broadcast over the input's agent axis,
+whatever the batch's real size (never a configured batch size: seeds defect 6); with separate
+parameters every layer holds a kernel per agent, ``(N, in, out)``, applied in one batched
+contraction. The GRU cell is PyTorch's ``GRUCell`` written out, gates ordered ``r, z, n``, so its
+weights mean the same thing in both backends.
 
 Canonical names: ``layers.<i>.weight``, ``gru.input.weight``, ``gru.hidden.bias``, ``head.weight``,
 and the actor's ``log_std``.
@@ -19,12 +20,6 @@ import numpy as np
 import tensorflow as tf
 
 from learners.backends.tensorflow.networks import Dense, Param, orthogonal
-
-
-def agent_ids(x: tf.Tensor, num_agents: int) -> tf.Tensor:
-    """One-hot agent ids shaped like ``x`` but with ``num_agents`` features: ``(..., N, N)``."""
-    shape = tf.concat([tf.shape(x)[:-1], [num_agents]], 0)
-    return tf.broadcast_to(tf.eye(num_agents, dtype=x.dtype), shape)
 
 
 def agent_dense(
@@ -125,14 +120,20 @@ class AgentMLP(tf.Module):
             self.params += self.gru.params
         self.params += self.head.params
 
-    def _with_ids(self, x: tf.Tensor) -> tf.Tensor:
-        if not self.shared:
-            return x
-        return tf.concat([x, agent_ids(x, self.num_agents)], axis=-1)
-
     def encode(self, x: tf.Tensor) -> tf.Tensor:
-        """The first hidden layer (agent ids appended first when parameters are shared)."""
-        return self.act(self.layers[0](self._with_ids(x)))
+        """The first hidden layer; with shared parameters its input is ``[x, one-hot id]``."""
+        first = self.layers[0]
+        if not self.shared:
+            return self.act(first(x))
+        # [x, e_i] @ K + b = x @ K_x + b + K_id[i]: the id's rows of the kernel are a per-agent
+        # bias, added by broadcasting over the agent axis (as the torch network does) instead of
+        # building and concatenating one-hots.
+        n = self.num_agents
+        kernel = first.kernel
+        flat = tf.reshape(x, [-1, tf.shape(x)[-1]])
+        y = tf.matmul(flat, kernel[:-n]) + first.bias
+        y = tf.reshape(y, tf.concat([tf.shape(x)[:-1], tf.shape(kernel)[-1:]], 0))
+        return self.act(y + kernel[-n:])
 
     def recur(
         self, y: tf.Tensor, h: tf.Tensor, starts: tf.Tensor | None = None

@@ -3,9 +3,8 @@
 Inputs are shaped ``(..., N, features)``. With shared parameters one weight serves all agents, and
 a one-hot agent id is appended to the input so the agents can still behave differently; it is
 applied by broadcasting over the input's agent axis, whatever the batch's real size (never a
-configured batch size: seeds defect 6). With separate
-parameters each layer holds a weight per agent, ``(N, out, in)``, applied with one batched
-contraction: no Python loop over agents anywhere.
+configured batch size: seeds defect 6). With separate parameters each layer holds a weight per
+agent, ``(N, out, in)``, applied with one batched contraction: no Python loop over agents.
 
 Parameter names and layouts are the checkpoint's canonical ones (PyTorch layout, ``(out, in)``
 weights; ``(N, out, in)`` per agent): ``layers.<i>.weight``, ``gru.input.weight``, ``head.bias``...

@@ -140,9 +140,15 @@ class TorchPPO:
         return torch.as_tensor(x, device=self.device)
 
     def _critic_input(self, obs: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """The critic's input (..., N or 1, features): the agent's observation (IPPO) or the
+        global state (MAPPO). With shared parameters the state keeps a size-1 agent axis: the
+        first layer computes it once and broadcasts it over the agents' ids."""
         if not self.config.centralised_critic:
             return obs
-        return state.unsqueeze(-2).expand(*state.shape[:-1], self.info.num_agents, state.shape[-1])
+        state = state.unsqueeze(-2)
+        if self.config.share_parameters:
+            return state
+        return state.expand(*state.shape[:-2], self.info.num_agents, state.shape[-1])
 
     def _actor_step(self, obs: torch.Tensor, h: Memory) -> tuple[torch.Tensor, Memory]:
         """The actor's output for one step of (E, N, obs); recurrent: and its next state."""
@@ -223,7 +229,8 @@ class TorchPPO:
             starts = torch.cat([torch.zeros_like(ended[:1]), ended[:-1]])
             h = self._critic_start
             if h is None or h.shape[0] != buffer.info.num_envs:
-                h = torch.zeros((*inputs.shape[1:-1], critic.gru.hidden_size), device=self.device)
+                shape = (buffer.info.num_envs, self.info.num_agents, critic.gru.hidden_size)
+                h = torch.zeros(shape, device=self.device)
             after, before = critic.recur(critic.encode(inputs), h, starts)
             values = critic.decode(after)
             # The final observation follows the state after its step; the next rollout starts

@@ -1,0 +1,189 @@
+"""The MindSpore learners beyond the parity suite: MindSpore loads only for MindSpore jobs, the
+device is refused clearly, compiled and eager updates agree, a compiled graph sees weights loaded
+after it was compiled, and checkpoints cross backends through ``learners.training`` both ways
+(train in MindSpore, act and resume in PyTorch and TensorFlow; train in PyTorch, resume in
+MindSpore)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from learners.enums import Algorithm, Backend, Device
+from learners.hooks import MemoryHooks
+from learners.registry import entry
+from learners.spec import ExperimentSpec
+
+pytest.importorskip("mindspore")
+
+from learners.backends import DeviceUnavailable, resolve_device  # noqa: E402
+from learners.checkpoint import load_policy, read  # noqa: E402
+from learners.training import train  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[3]
+# The parity suite's cases (small configs, synthetic data with zeros in the masks) serve here too.
+sys.path.insert(0, str(REPO / "tests" / "learners" / "parity"))
+from parity_cases import data, observation, update, variants  # noqa: E402
+# What the API process and a torch/tensorflow worker import; none of it may load MindSpore.
+NOT_MINDSPORE = (
+    "import learners.registry, learners.training, learners.checkpoint, learners.spec\n"
+    "import learners.backends.torch.ppo, learners.backends.torch.ddpg\n"
+    "import api.app\n"
+)
+
+
+def test_mindspore_is_imported_only_for_mindspore_jobs() -> None:
+    probe = NOT_MINDSPORE + (
+        "import sys\n"
+        "assert 'mindspore' not in sys.modules, 'mindspore was imported'\n"
+        "from learners.registry import entry\n"
+        "entry('mappo').learner_class('mindspore')\n"
+        "assert 'mindspore' in sys.modules\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_device_cuda_is_refused_and_auto_is_the_cpu() -> None:
+    assert resolve_device(Backend.MINDSPORE, Device.AUTO) == "cpu"
+    assert resolve_device(Backend.MINDSPORE, Device.CPU) == "cpu"
+    with pytest.raises(DeviceUnavailable, match="cuda"):
+        resolve_device(Backend.MINDSPORE, Device.CUDA)
+
+
+def _variant(algorithm: Algorithm, name: str) -> Any:
+    return next(v for v in variants(algorithm) if v.name == name)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "name"),
+    [
+        (Algorithm.MAPPO, "discrete-gru-minibatches"),
+        (Algorithm.IPPO, "continuous-mlp-minibatches"),
+        (Algorithm.DDPG, "clipped"),
+        (Algorithm.WQMIX, "cw-shared"),
+    ],
+)
+def test_compiled_and_eager_updates_agree(algorithm: Algorithm, name: str) -> None:
+    """``set_compiled(False)`` runs the same cells in PyNative mode: the same stats and state."""
+    variant = _variant(algorithm, name)
+    cls = entry(algorithm).learner_class(Backend.MINDSPORE)
+    compiled = cls(variant.config, variant.info, "cpu", 0)
+    eager = cls(variant.config, variant.info, "cpu", 0)
+    eager.set_compiled(False)
+    for k in range(2):
+        want = update(algorithm, compiled, data(algorithm, variant, seed=k), k)
+        got = update(algorithm, eager, data(algorithm, variant, seed=k), k)
+        for stat, value in want.items():
+            assert got[stat] == pytest.approx(value, rel=1e-5, abs=1e-7), stat
+    after_compiled, after_eager = compiled.state(), eager.state()
+    for key, value in after_compiled.items():
+        np.testing.assert_allclose(after_eager[key], value, rtol=1e-5, atol=1e-7, err_msg=key)
+
+
+def test_loading_weights_after_compiling_reaches_the_compiled_graphs() -> None:
+    """MindSpore's compiled graphs keep the memory a parameter had when they were compiled, so a
+    learner that swapped parameter data in (``Parameter.set_data``) would go on acting, and
+    training, with the old weights. Loading must write into the parameters instead."""
+    variant = _variant(Algorithm.MAPPO, "discrete-mlp-shared")
+    cls = entry(Algorithm.MAPPO).learner_class(Backend.MINDSPORE)
+    learner = cls(variant.config, variant.info, "cpu", 0)
+    initial = learner.state()
+    obs = observation(variant, seed=5)
+    update(Algorithm.MAPPO, learner, data(Algorithm.MAPPO, variant, seed=0), 0)  # compiles all
+    trained = learner.state()
+    zeros = {k: np.zeros_like(v) if k.startswith("actor.") else v for k, v in initial.items()}
+    learner.load_state(zeros)
+    # A zero actor gives equal logits everywhere: argmax picks the first available action.
+    np.testing.assert_array_equal(learner.act(obs, explore=False), obs.avail_actions.argmax(-1))
+    learner.load_state(trained)
+    reference = cls(variant.config, variant.info, "cpu", 1)
+    reference.set_compiled(False)
+    reference.load_state(trained)
+    np.testing.assert_array_equal(
+        learner.act(obs, explore=False), reference.act(obs, explore=False)
+    )
+
+
+# -- checkpoints across backends, through the training entry point ---------------------------------
+
+CROSS = [Algorithm.MAPPO, Algorithm.DDPG, Algorithm.WQMIX]
+
+
+def _train(spec: ExperimentSpec, directory: Path, resume_from: Path | None = None) -> MemoryHooks:
+    directory.mkdir(parents=True, exist_ok=True)
+    hooks = MemoryHooks(checkpoint_dir=directory)
+    train(spec, hooks, resume_from=resume_from)
+    return hooks
+
+
+def _last_checkpoint(hooks: MemoryHooks) -> Path:
+    path = hooks.checkpoints[-1][1]
+    assert path is not None
+    return path
+
+
+def _same_greedy_actions(path: Path, backends: list[Backend]) -> None:
+    policies = [load_policy(path, backend) for backend in backends]
+    info = policies[0].info
+    from learners.envs.base import Observation
+
+    rng = np.random.default_rng(0)
+    e, n = 4, info.num_agents
+    discrete = info.action_kind == "discrete"
+    avail = np.ones((e, n, info.action_dim if discrete else 0), np.float32)
+    obs = Observation(
+        obs=rng.normal(size=(e, n, info.obs_dim)).astype(np.float32),
+        obs_mask=np.ones((e, n, info.obs_dim), np.float32),
+        state=rng.normal(size=(e, info.state_dim)).astype(np.float32),
+        agent_mask=np.ones((e, n), np.float32),
+        avail_actions=avail,
+    )
+    actions = [np.asarray(policy.act(obs)) for policy in policies]
+    for backend, got in zip(backends[1:], actions[1:], strict=True):
+        if discrete:
+            np.testing.assert_array_equal(got, actions[0], err_msg=str(backend))
+        else:
+            np.testing.assert_allclose(got, actions[0], rtol=1e-5, atol=1e-6, err_msg=str(backend))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm", CROSS, ids=lambda a: a.value)
+def test_trained_in_mindspore_acts_and_resumes_in_torch_and_tensorflow(
+    algorithm: Algorithm, make_spec: Callable[..., ExperimentSpec], tmp_path: Path
+) -> None:
+    spec = make_spec(algorithm, Backend.MINDSPORE, total_steps=400, checkpoint={"every_steps": 400})
+    path = _last_checkpoint(_train(spec, tmp_path / "mindspore"))
+    manifest_backends = read(path)[1]
+    assert manifest_backends.backend == Backend.MINDSPORE
+    others = [b for b in (Backend.TORCH, Backend.TENSORFLOW) if b in entry(algorithm).backends]
+    assert set(others) <= set(manifest_backends.resumable_on)
+    _same_greedy_actions(path, [Backend.MINDSPORE, *others])
+    for backend in others:
+        resumed = spec.model_copy(update={"backend": backend, "total_steps": 600})
+        hooks = _train(resumed, tmp_path / backend.value, resume_from=path)
+        assert [s for s, _ in hooks.checkpoints] == [600]
+        assert read(_last_checkpoint(hooks))[1].backend == backend
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm", CROSS, ids=lambda a: a.value)
+def test_trained_in_torch_resumes_in_mindspore(
+    algorithm: Algorithm, make_spec: Callable[..., ExperimentSpec], tmp_path: Path
+) -> None:
+    spec = make_spec(algorithm, Backend.TORCH, total_steps=400, checkpoint={"every_steps": 400})
+    path = _last_checkpoint(_train(spec, tmp_path / "torch"))
+    _same_greedy_actions(path, [Backend.TORCH, Backend.MINDSPORE])
+    resumed = spec.model_copy(update={"backend": Backend.MINDSPORE, "total_steps": 600})
+    hooks = _train(resumed, tmp_path / "mindspore", resume_from=path)
+    tensors, manifest = read(_last_checkpoint(hooks))
+    assert manifest.backend == Backend.MINDSPORE and manifest.step == 600
+    assert all(np.isfinite(v).all() for k, v in tensors.items() if v.dtype.kind == "f")
