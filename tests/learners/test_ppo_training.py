@@ -20,9 +20,14 @@ from learners.training import MAX_EVAL_ENVS, train
 pytest.importorskip("torch")
 
 
+SMALL = {"hidden_sizes": [32, 32], "rollout_length": 25, "epochs": 2}
+
+
 def spec_for(algorithm: str, total_steps: int, **changes: Any) -> ExperimentSpec:
-    hyperparameters = {"hidden_sizes": [32, 32], "rollout_length": 25, "epochs": 2}
-    hyperparameters.update(changes.pop("hyperparameters", {}))
+    """A spec on simple_spread_v3; ``hyperparameters`` are added to ``SMALL`` unless it is None
+    (then the algorithm's MPE defaults apply)."""
+    extra = changes.pop("hyperparameters", {})
+    hyperparameters = {} if extra is None else {**SMALL, **extra}
     data = {
         "name": "ppo-test",
         "algorithm": algorithm,
@@ -95,7 +100,7 @@ def test_mappo_learns_simple_spread() -> None:
     spec = spec_for(
         "mappo", 30_000,
         env={"suite": "mpe", "id": "simple_spread_v3", "num_envs": 8},
-        hyperparameters={},
+        hyperparameters=None,
         evaluation={"every_steps": 30_000, "episodes": 48},
         checkpoint={"every_steps": 30_000},
     )  # fmt: skip
