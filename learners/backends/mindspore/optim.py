@@ -34,8 +34,7 @@ configure()
 class TorchAdam(nn.Cell):
     """Adam over ``params`` with PyTorch's arithmetic (no weight decay, no AMSGrad).
 
-    ``names`` are the parameters' canonical names (used for the moments' own parameter names and
-    for the checkpoint). The host calls ``next_hyper()`` before each step and passes its result to
+    ``names`` are the parameters' canonical names (the checkpoint's names for their moments). The host calls ``next_hyper()`` before each step and passes its result to
     the cell, so the step count and the learning rate never force a graph to recompile.
     """
 
@@ -56,16 +55,15 @@ class TorchAdam(nn.Cell):
         self.learning_rate = learning_rate
         # torch keeps a float step per parameter; they always move together, so one counter.
         self.step = 0
-        self.exp_avg = ParameterTuple(
-            [self._slot(p, f"{n}.exp_avg") for p, n in zip(params, names, strict=True)]
-        )
-        self.exp_avg_sq = ParameterTuple(
-            [self._slot(p, f"{n}.exp_avg_sq") for p, n in zip(params, names, strict=True)]
-        )
-
-    @staticmethod
-    def _slot(param: Parameter, name: str) -> Parameter:
-        return parameter(np.zeros(param.shape, np.float32), name, trainable=False)
+        # The moments of every parameter, flattened and concatenated: the update then runs as a
+        # dozen operations over one vector instead of a dozen per parameter (a compiled graph pays
+        # per operation: the Adam steps of WQMIX's 32 parameters took 8.5 ms the other way, 5.7 ms
+        # this way). The arithmetic per entry is the same.
+        self.sizes = tuple(int(np.prod(p.shape)) for p in params)
+        self.shapes = tuple(tuple(p.shape) for p in params)
+        total = sum(self.sizes)
+        self.exp_avg = parameter(np.zeros(total, np.float32), "exp_avg", trainable=False)
+        self.exp_avg_sq = parameter(np.zeros(total, np.float32), "exp_avg_sq", trainable=False)
 
     def next_hyper(self) -> Tensor:
         """Count a step and return ``[lr / (1 - b1^t), sqrt(1 - b2^t)]`` for it (float32)."""
@@ -78,18 +76,28 @@ class TorchAdam(nn.Cell):
     def construct(self, grads: tuple[Tensor, ...], hyper: Tensor) -> Tensor:
         """One step with ``grads`` (one per parameter, in order) and ``next_hyper()``'s values."""
         step_size, bias_correction2_sqrt = hyper[0], hyper[1]
-        for param, m, v, grad in zip(self.params, self.exp_avg, self.exp_avg_sq, grads):  # noqa: B905
-            # torch: exp_avg.lerp_(grad, 1 - beta1); exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2)
-            m_next = m + (1.0 - self.beta1) * (grad - m)
-            v_next = v * self.beta2 + (1.0 - self.beta2) * grad * grad
-            denom = ops.sqrt(v_next) / bias_correction2_sqrt + self.eps
-            param_next = param - step_size * (m_next / denom)
-            # Every new value first, then the writes: reading a parameter after writing it makes
-            # the graph order the two, which costs more than the arithmetic here.
-            ops.assign(m, m_next)
-            ops.assign(v, v_next)
-            ops.assign(param, param_next)
+        grad = ops.cat([ops.reshape(g, (-1,)) for g in grads])
+        flat = ops.cat([ops.reshape(p, (-1,)) for p in self.params])
+        m, v = self.exp_avg, self.exp_avg_sq
+        # torch: exp_avg.lerp_(grad, 1 - beta1); exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2)
+        m_next = m + (1.0 - self.beta1) * (grad - m)
+        v_next = v * self.beta2 + (1.0 - self.beta2) * grad * grad
+        denom = ops.sqrt(v_next) / bias_correction2_sqrt + self.eps
+        flat_next = flat - step_size * (m_next / denom)
+        # Every new value first, then the writes: reading a parameter after writing it makes the
+        # graph order the two, which costs more than the arithmetic here.
+        ops.assign(m, m_next)
+        ops.assign(v, v_next)
+        pieces = ops.split(flat_next, self.sizes)
+        for param, piece, shape in zip(self.params, pieces, self.shapes):  # noqa: B905
+            ops.assign(param, ops.reshape(piece, shape))
         return hyper
+
+    def _moments(self, flat: Parameter) -> list[NDArray[np.float32]]:
+        """A flat moment vector cut back into one array per parameter."""
+        cuts = np.cumsum(self.sizes)[:-1]
+        values = np.split(flat.asnumpy(), cuts)
+        return [v.reshape(shape).copy() for v, shape in zip(values, self.shapes, strict=True)]
 
     # -- portable state ---------------------------------------------------------------------------
 
@@ -99,11 +107,12 @@ class TorchAdam(nn.Cell):
         if self.step == 0:
             return {}
         out: dict[str, NDArray[Any]] = {}
-        for name, m, v in zip(self.names, self.exp_avg, self.exp_avg_sq, strict=True):
+        moments = zip(self.names, self._moments(self.exp_avg), self._moments(self.exp_avg_sq))
+        for name, m, v in moments:
             head = f"optim/{net}/{prefix}.{name}/"
             out[head + "step"] = np.array(float(self.step), np.float32)
-            out[head + "exp_avg"] = m.asnumpy().copy()
-            out[head + "exp_avg_sq"] = v.asnumpy().copy()
+            out[head + "exp_avg"] = m
+            out[head + "exp_avg_sq"] = v
         return out
 
     def load_state(self, net: str, prefix: str, tensors: Mapping[str, NDArray[Any]]) -> None:
@@ -111,23 +120,21 @@ class TorchAdam(nn.Cell):
         heads = [f"optim/{net}/{prefix}.{name}/" for name in self.names]
         if not any(head + "step" in tensors for head in heads):
             self.step = 0
-            for slot in (*self.exp_avg, *self.exp_avg_sq):
+            for slot in (self.exp_avg, self.exp_avg_sq):
                 slot.copy_(Tensor(np.zeros(slot.shape, np.float32)))
             return
         steps = {float(np.asarray(tensors[head + "step"])) for head in heads}
         if len(steps) != 1:
             raise ValueError(f"the {net} optimiser's parameters were stepped {sorted(steps)} times")
-        moments = []
-        for head, m in zip(heads, self.exp_avg, strict=True):
-            for key in ("exp_avg", "exp_avg_sq"):
+        flats = []
+        for key in ("exp_avg", "exp_avg_sq"):
+            pieces = []
+            for head, shape in zip(heads, self.shapes, strict=True):
                 value = np.asarray(tensors[head + key], np.float32)
-                if value.shape != tuple(m.shape):
-                    raise ValueError(f"{head}{key} has shape {value.shape}, expected {m.shape}")
-                moments.append(value)
-        for slot, value in zip(_interleave(self.exp_avg, self.exp_avg_sq), moments, strict=True):
-            slot.copy_(Tensor(value))
+                if value.shape != shape:
+                    raise ValueError(f"{head}{key} has shape {value.shape}, expected {shape}")
+                pieces.append(value.reshape(-1))
+            flats.append(np.concatenate(pieces))
+        self.exp_avg.copy_(Tensor(flats[0]))
+        self.exp_avg_sq.copy_(Tensor(flats[1]))
         self.step = int(steps.pop())
-
-
-def _interleave(first: Sequence[Parameter], second: Sequence[Parameter]) -> list[Parameter]:
-    return [p for pair in zip(first, second, strict=True) for p in pair]

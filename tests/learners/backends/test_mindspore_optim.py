@@ -111,4 +111,4 @@ def test_fresh_state_is_empty_and_loading_nothing_resets() -> None:
     _, _, _, m_opt = run_both(1e-3, 1e-8, steps=2, compiled=False)
     m_opt.load_state("actor", "actor", {})
     assert m_opt.step == 0 and m_opt.state("actor", "actor") == {}
-    assert all(not slot.asnumpy().any() for slot in (*m_opt.exp_avg, *m_opt.exp_avg_sq))
+    assert not m_opt.exp_avg.asnumpy().any() and not m_opt.exp_avg_sq.asnumpy().any()
