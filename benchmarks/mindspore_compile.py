@@ -159,7 +159,9 @@ def bench_learners(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     adam = sub.add_parser("adam", help="eager vs compiled Adam step, and PyTorch's")
     adam.add_argument("--inputs", type=int, default=18)

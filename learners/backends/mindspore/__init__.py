@@ -22,8 +22,6 @@ os.environ.setdefault("GLOG_v", "3")
 # two-layer MLP's call: 2.4 ms by default, 0.7 ms this way, on a busy two-core worker), and a
 # rollout makes one call per env step.
 os.environ.setdefault("MS_DEV_HOST_BLOCKING_RUN", "1")
-# A graph that fails to compile leaves an ``analyze_fail.ir`` report; keep it out of the working
-# directory (a worker's or a test's) and in the temporary one.
-os.environ.setdefault(
-    "MS_DEV_SAVE_GRAPHS_PATH", os.path.join(tempfile.gettempdir(), "marlforge-mindspore-ir")
-)
+# A graph that fails to compile leaves a ``rank_0/om/analyze_fail.ir`` report; keep it out of the
+# working directory (a worker's or a test's) and in the temporary one.
+os.environ.setdefault("MS_OM_PATH", os.path.join(tempfile.gettempdir(), "marlforge-mindspore"))

@@ -200,7 +200,9 @@ class MindSporeDDPG:
 
     def _check_info(self, info: EnvInfo) -> None:
         if info.action_kind != "continuous":
-            raise ValueError(f"{type(self).__name__} needs continuous actions, not {info.action_kind}")
+            raise ValueError(
+                f"{type(self).__name__} needs continuous actions, not {info.action_kind}"
+            )
 
     def _build_nets(self, init: np.random.Generator) -> DDPGNets:
         return DDPGNets(self.config, self.info, init)
@@ -221,8 +223,9 @@ class MindSporeDDPG:
         return self.ops.asarray(array)
 
     def _input(self, array: NDArray[Any]) -> Tensor:
-        """A graph input; an empty array (no available-action mask for continuous actions)
-        becomes a one-element placeholder, which MindSpore handles where it may not a 0-size one."""
+        """A graph input; an input the configuration does not use (the empty available-action
+        mask of continuous actions) becomes one small placeholder, so every configuration compiles
+        the same signature from inputs of a fixed size."""
         return self._tensor(array if array.size else _PLACEHOLDER)
 
     def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:

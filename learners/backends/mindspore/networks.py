@@ -40,8 +40,11 @@ def fan_in_uniform(
     return np.ascontiguousarray(kernel.T), bias
 
 
-def orthogonal(rng: np.random.Generator, in_dim: int, out_dim: int, gain: float) -> NDArray[np.float32]:
-    """An ``(out, in)`` weight with orthonormal rows or columns (Saxe et al., 2014), times ``gain``."""
+def orthogonal(
+    rng: np.random.Generator, in_dim: int, out_dim: int, gain: float
+) -> NDArray[np.float32]:
+    """An ``(out, in)`` weight with orthonormal rows or columns (Saxe et al., 2014), times
+    ``gain``."""
     flat = rng.standard_normal((max(in_dim, out_dim), min(in_dim, out_dim)))
     q, r = np.linalg.qr(flat)
     q = q * np.sign(np.diag(r))  # a uniform draw over the orthogonal group, not QR's biased one
@@ -57,9 +60,7 @@ def parameter(value: NDArray[Any], name: str, *, trainable: bool = True) -> Para
 class Linear(nn.Cell):
     """``y = x W^T + b`` over inputs ``(..., in)``; ``weight`` is ``(out, in)`` as in torch."""
 
-    def __init__(
-        self, weight: NDArray[Any], bias: NDArray[Any], *, trainable: bool = True
-    ) -> None:
+    def __init__(self, weight: NDArray[Any], bias: NDArray[Any], *, trainable: bool = True) -> None:
         super().__init__()
         self.weight = parameter(weight, "weight", trainable=trainable)
         self.bias = parameter(bias, "bias", trainable=trainable)
@@ -170,7 +171,8 @@ def copy_into(target: nn.Cell, source: nn.Cell) -> None:
 
 def soft_update(targets: Sequence[Parameter], lives: Sequence[Parameter], tau: float) -> None:
     """target <- target + tau * (live - target), as torch's ``lerp_`` computes it (its formula
-    switches at tau = 0.5); runs inside a compiled update (graph-mode ``zip`` takes no ``strict``)."""
+    switches at tau = 0.5); runs inside a compiled update (graph-mode ``zip`` takes no
+    ``strict``)."""
     for target, live in zip(targets, lives):  # noqa: B905
         if tau < 0.5:
             ops.assign(target, target + tau * (live - target))

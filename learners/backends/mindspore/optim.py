@@ -34,8 +34,9 @@ configure()
 class TorchAdam(nn.Cell):
     """Adam over ``params`` with PyTorch's arithmetic (no weight decay, no AMSGrad).
 
-    ``names`` are the parameters' canonical names (the checkpoint's names for their moments). The host calls ``next_hyper()`` before each step and passes its result to
-    the cell, so the step count and the learning rate never force a graph to recompile.
+    ``names`` are the parameters' canonical names (the checkpoint's names for their moments). The
+    host calls ``next_hyper()`` before each step and passes its result to the cell, so the step
+    count and the learning rate never force a graph to recompile.
     """
 
     def __init__(
@@ -79,7 +80,8 @@ class TorchAdam(nn.Cell):
         grad = ops.cat([ops.reshape(g, (-1,)) for g in grads])
         flat = ops.cat([ops.reshape(p, (-1,)) for p in self.params])
         m, v = self.exp_avg, self.exp_avg_sq
-        # torch: exp_avg.lerp_(grad, 1 - beta1); exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2)
+        # torch: exp_avg.lerp_(grad, 1 - beta1)
+        #        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
         m_next = m + (1.0 - self.beta1) * (grad - m)
         v_next = v * self.beta2 + (1.0 - self.beta2) * grad * grad
         denom = ops.sqrt(v_next) / bias_correction2_sqrt + self.eps
@@ -107,8 +109,8 @@ class TorchAdam(nn.Cell):
         if self.step == 0:
             return {}
         out: dict[str, NDArray[Any]] = {}
-        moments = zip(self.names, self._moments(self.exp_avg), self._moments(self.exp_avg_sq))
-        for name, m, v in moments:
+        exp_avg, exp_avg_sq = self._moments(self.exp_avg), self._moments(self.exp_avg_sq)
+        for name, m, v in zip(self.names, exp_avg, exp_avg_sq, strict=True):
             head = f"optim/{net}/{prefix}.{name}/"
             out[head + "step"] = np.array(float(self.step), np.float32)
             out[head + "exp_avg"] = m

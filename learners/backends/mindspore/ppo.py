@@ -35,8 +35,8 @@ from learners.backends.mindspore.optim import TorchAdam
 from learners.backends.mindspore.ppo_nets import (
     OPS,
     PPO_TERMS,
-    ActStep,
     Actor,
+    ActStep,
     CriticInput,
     PPOLossCell,
     RecurrentValueStep,
@@ -52,6 +52,8 @@ Memory = Tensor | None
 """The actor's GRU state of the training copies, (E, N, H); None for feed-forward policies."""
 Arrays = dict[str, NDArray[Any]]
 
+# Stands in for an input a configuration does not use (a feed-forward network's hidden state, the
+# empty action mask of continuous actions): every cell keeps one signature.
 _PLACEHOLDER = np.zeros((1,), np.float32)
 # The order of ``TrainStep.construct``'s minibatch inputs.
 _FIELDS = ("obs", "state", "avail", "actions", "log_prob_old", "values_old", "returns",
@@ -120,8 +122,9 @@ class MindSporePPO:
         """Run the rollout step, the value pass and the minibatch step as compiled graphs (the
         default) or eagerly (PyNative)."""
         self.compiled = compiled
+        cells = [self._cells[k] for k in ("act", "train", "values")]
         self._act_step, self._train_step, self._value_step = (
-            ms.jit(self._cells[k]) if compiled else self._cells[k] for k in ("act", "train", "values")
+            ms.jit(cell) if compiled else cell for cell in cells
         )
 
     # -- acting -------------------------------------------------------------------------------

@@ -152,7 +152,8 @@ class RecurrentValueStep(nn.Cell):
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:  # fmt: skip
         before = h * ops.reshape(1.0 - start, (-1, 1, 1))
         after = self.net.gru_step(self.net.encode(self.critic_input(obs, state)), before)
-        final_h = self.net.gru_step(self.net.encode(self.critic_input(final_obs, final_state)), after)
+        final_x = self.net.encode(self.critic_input(final_obs, final_state))
+        final_h = self.net.gru_step(final_x, after)
         value = ops.squeeze(self.net.decode(after), -1)
         final_value = ops.squeeze(self.net.decode(final_h), -1)
         return value, final_value, before, after

@@ -228,7 +228,8 @@ class MindSporeWQMIX:
         """Greedy actions; with ``explore``, each agent acts uniformly at random over its
         available actions with probability epsilon (which decays with the exploring steps)."""
         avail = observation.avail_actions
-        greedy = np.asarray(self._greedy(self._tensor(observation.obs), self._tensor(avail)).asnumpy())
+        greedy_tensor = self._greedy(self._tensor(observation.obs), self._tensor(avail))
+        greedy = np.asarray(greedy_tensor.asnumpy())
         if not explore:
             return greedy
         epsilon = epsilon_at(self.config, self.explore_steps)

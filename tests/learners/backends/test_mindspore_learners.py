@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[3]
 # The parity suite's cases (small configs, synthetic data with zeros in the masks) serve here too.
 sys.path.insert(0, str(REPO / "tests" / "learners" / "parity"))
 from parity_cases import data, observation, update, variants  # noqa: E402
+
 # What the API process and a torch/tensorflow worker import; none of it may load MindSpore.
 NOT_MINDSPORE = (
     "import learners.registry, learners.training, learners.checkpoint, learners.spec\n"
@@ -187,3 +188,22 @@ def test_trained_in_torch_resumes_in_mindspore(
     tensors, manifest = read(_last_checkpoint(hooks))
     assert manifest.backend == Backend.MINDSPORE and manifest.step == 600
     assert all(np.isfinite(v).all() for k, v in tensors.items() if v.dtype.kind == "f")
+
+
+@pytest.mark.parametrize(
+    "algorithm", [a for a in Algorithm if Backend.MINDSPORE in entry(a).backends], ids=str
+)
+def test_same_seed_same_initial_weights_as_tensorflow(algorithm: Algorithm) -> None:
+    """Both backends draw their initial weights from the ``init`` NumPy generator in the same
+    order and shapes: one seed, one set of starting weights (the checkpoint stays what parity relies
+    on; this makes a fresh run in either backend start from the same point)."""
+    pytest.importorskip("tensorflow")
+    for variant in variants(algorithm)[:4]:
+        states = [
+            entry(algorithm).learner_class(backend)(variant.config, variant.info, "cpu", 3).state()
+            for backend in (Backend.TENSORFLOW, Backend.MINDSPORE)
+        ]
+        assert set(states[0]) == set(states[1])
+        for key, value in states[0].items():
+            if not key.startswith(("optim/", "rng/", "counters/", "value_norm")):
+                np.testing.assert_array_equal(states[1][key], value, err_msg=key)

@@ -54,7 +54,9 @@ def test_load_module_refuses_missing_or_misshapen_tensors() -> None:
     state = ms_networks.module_state("critic", net)
     before = {k: v.copy() for k, v in state.items()}
     with pytest.raises(KeyError, match="critic.layers.2.bias"):
-        ms_networks.load_module("critic", net, {k: v for k, v in state.items() if not k.endswith("2.bias")})
+        ms_networks.load_module(
+            "critic", net, {k: v for k, v in state.items() if not k.endswith("2.bias")}
+        )
     bad = {**state, "critic.layers.2.weight": np.zeros((3, 3), np.float32)}
     bad["critic.layers.0.weight"] = bad["critic.layers.0.weight"] + 1.0
     with pytest.raises(ValueError, match="critic.layers.2.weight"):
@@ -68,7 +70,9 @@ VARIANTS = list(itertools.product([True, False], [None, 6], ["tanh", "relu"], [(
 
 
 @pytest.mark.parametrize("shared,rnn,activation,hidden", VARIANTS)
-def test_agent_mlp_matches_torch(shared: bool, rnn: int | None, activation: str, hidden: tuple[int, ...]) -> None:
+def test_agent_mlp_matches_torch(
+    shared: bool, rnn: int | None, activation: str, hidden: tuple[int, ...]
+) -> None:
     n, obs, out = 3, 5, 4
     t_net = torch_agent_nets.AgentMLP(
         obs, hidden, out, n, shared=shared, activation=activation, rnn_hidden_size=rnn
@@ -97,7 +101,9 @@ def test_agent_mlp_matches_torch(shared: bool, rnn: int | None, activation: str,
         got, got_h = call(ms.Tensor(x), ms.Tensor(h))
         np.testing.assert_allclose(got.asnumpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
         if want_h is not None:
-            np.testing.assert_allclose(got_h.asnumpy(), want_h.detach().numpy(), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(
+                got_h.asnumpy(), want_h.detach().numpy(), rtol=1e-5, atol=1e-6
+            )
 
 
 def test_same_seed_same_initial_weights_as_tensorflow_scheme() -> None:

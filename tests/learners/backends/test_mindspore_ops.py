@@ -1,8 +1,8 @@
-"""``MindSporeOps`` beyond the shared oracle tests (``tests/learners/functional`` run those for every
-backend): float32 results as exact as PyTorch's where MindSpore's own float32 kernels are not, exact
-gradients, the shared math inside a compiled graph, and the graph-safe loss forms, with the
-MindSpore behaviour that makes them necessary demonstrated so that a MindSpore upgrade that fixes
-it shows up here."""
+"""``MindSporeOps`` beyond the shared oracle tests (``tests/learners/functional`` run those for
+every backend): float32 results as exact as PyTorch's where MindSpore's own float32 kernels are
+not, exact gradients, the shared math inside a compiled graph, and the graph-safe loss forms, with
+the MindSpore behaviour that makes them necessary demonstrated, so that a MindSpore upgrade that
+fixes it shows up here."""
 
 from __future__ import annotations
 
@@ -172,6 +172,7 @@ def test_graph_safe_forms_equal_the_shared_functions() -> None:
     policy = [log_prob_old + rng.normal(0, 0.4, size=(9, 2)), log_prob_old,
               rng.normal(size=(9, 2)), (rng.uniform(size=(9, 2)) > 0.3) * 1.0]  # fmt: skip
     assert tuple(policy_terms(N, *policy, 0.15)) == tuple(policy_loss(N, *policy, 0.15))
-    wq = [rng.normal(size=7), rng.normal(size=7), rng.normal(size=7),
-          np.where(rng.uniform(size=7) > 0.5, 1.0, 0.3), (rng.uniform(size=7) > 0.2) * 1.0]  # fmt: skip
+    weights = np.where(rng.uniform(size=7) > 0.5, 1.0, 0.3)
+    mask = (rng.uniform(size=7) > 0.2) * 1.0
+    wq = [rng.normal(size=7), rng.normal(size=7), rng.normal(size=7), weights, mask]
     assert tuple(wqmix_terms(N, *wq)) == tuple(wqmix_loss(N, *wq))

@@ -35,7 +35,10 @@ def run_both(lr: float, eps: float, steps: int, compiled: bool, seed: int = 0):
     rng = np.random.default_rng(seed)
     init = {k: rng.normal(size=s).astype(np.float32) for k, s in SHAPES.items()}
     grads = [
-        {k: (rng.normal(size=s) * 10.0 ** rng.integers(-4, 2)).astype(np.float32) for k, s in SHAPES.items()}
+        {
+            k: (rng.normal(size=s) * 10.0 ** rng.integers(-4, 2)).astype(np.float32)
+            for k, s in SHAPES.items()
+        }
         for _ in range(steps)
     ]
     t_params = {k: torch.nn.Parameter(torch.tensor(v)) for k, v in init.items()}
@@ -57,13 +60,18 @@ def run_both(lr: float, eps: float, steps: int, compiled: bool, seed: int = 0):
 def test_matches_torch_adam(compiled: bool, eps: float) -> None:
     t_params, _, m_params, _ = run_both(3e-3, eps, steps=12, compiled=compiled)
     for (name, t), m in zip(t_params.items(), m_params, strict=True):
-        np.testing.assert_allclose(m.asnumpy(), t.detach().numpy(), rtol=1e-6, atol=1e-7, err_msg=name)
+        np.testing.assert_allclose(
+            m.asnumpy(), t.detach().numpy(), rtol=1e-6, atol=1e-7, err_msg=name
+        )
 
 
 def test_mindspores_own_adam_would_not_match() -> None:
     """The reason for ``TorchAdam``: MindSpore's ``nn.Adam`` (epsilon hat) takes another step."""
     rng = np.random.default_rng(1)
-    init, grad = rng.normal(size=(5,)).astype(np.float32), rng.normal(size=(5,)).astype(np.float32) * 1e-4
+    init, grad = (
+        rng.normal(size=(5,)).astype(np.float32),
+        rng.normal(size=(5,)).astype(np.float32) * 1e-4,
+    )
     t_param = torch.nn.Parameter(torch.tensor(init))
     t_param.grad = torch.tensor(grad)
     torch.optim.Adam([t_param], lr=1e-2, eps=1e-5).step()
@@ -75,13 +83,19 @@ def test_mindspores_own_adam_would_not_match() -> None:
 def test_state_uses_torch_names_and_loads_into_torch() -> None:
     t_params, t_opt, _, m_opt = run_both(1e-3, 1e-8, steps=3, compiled=False)
     state = m_opt.state("actor", "actor")
-    assert set(state) == {f"optim/actor/actor.{k}/{key}" for k in SHAPES for key in ("step", "exp_avg", "exp_avg_sq")}
+    assert set(state) == {
+        f"optim/actor/actor.{k}/{key}" for k in SHAPES for key in ("step", "exp_avg", "exp_avg_sq")
+    }
     for name, param in t_params.items():
         torch_state = t_opt.state[param]
         head = f"optim/actor/actor.{name}/"
         assert float(state[head + "step"]) == float(torch_state["step"]) == 3.0
-        np.testing.assert_allclose(state[head + "exp_avg"], torch_state["exp_avg"].numpy(), rtol=1e-6, atol=1e-9)
-        np.testing.assert_allclose(state[head + "exp_avg_sq"], torch_state["exp_avg_sq"].numpy(), rtol=1e-6, atol=1e-12)
+        np.testing.assert_allclose(
+            state[head + "exp_avg"], torch_state["exp_avg"].numpy(), rtol=1e-6, atol=1e-9
+        )
+        np.testing.assert_allclose(
+            state[head + "exp_avg_sq"], torch_state["exp_avg_sq"].numpy(), rtol=1e-6, atol=1e-12
+        )
 
 
 def test_load_state_resumes_the_same_steps() -> None:
@@ -90,7 +104,10 @@ def test_load_state_resumes_the_same_steps() -> None:
     rng = np.random.default_rng(4)
     init = {k: rng.normal(size=s).astype(np.float32) for k, s in SHAPES.items()}
     grads = [
-        {k: (rng.normal(size=s) * 10.0 ** rng.integers(-4, 2)).astype(np.float32) for k, s in SHAPES.items()}
+        {
+            k: (rng.normal(size=s) * 10.0 ** rng.integers(-4, 2)).astype(np.float32)
+            for k, s in SHAPES.items()
+        }
         for _ in range(6)
     ]
     params = [parameter(v, k) for k, v in init.items()]
