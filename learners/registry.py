@@ -62,6 +62,19 @@ class AlgorithmEntry:
         return getattr(importlib.import_module(module), name)
 
 
+_CLASS_PREFIX = {
+    Backend.TORCH: "Torch",
+    Backend.TENSORFLOW: "TensorFlow",
+    Backend.MINDSPORE: "MindSpore",
+}
+
+
+def _built(module: str, name: str, *backends: Backend) -> dict[Backend, str]:
+    """Learner import paths, ``learners.backends.<backend>.<module>:<Prefix><name>``, for the
+    backends ``name`` is built for."""
+    return {b: f"learners.backends.{b.value}.{module}:{_CLASS_PREFIX[b]}{name}" for b in backends}
+
+
 _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
     Algorithm.DDPG: AlgorithmEntry(
         algorithm=Algorithm.DDPG,
@@ -74,11 +87,7 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         suites=frozenset({EnvSuite.GYMNASIUM}),
         action_kinds=frozenset({ActionKind.CONTINUOUS}),
         runner=RunnerKind.OFF_POLICY,
-        learners={
-            Backend.TORCH: "learners.backends.torch.ddpg:TorchDDPG",
-            Backend.TENSORFLOW: "learners.backends.tensorflow.ddpg:TensorFlowDDPG",
-            Backend.MINDSPORE: "learners.backends.mindspore.ddpg:MindSporeDDPG",
-        },
+        learners=_built("ddpg", "DDPG", *Backend),
     ),
     Algorithm.MADDPG: AlgorithmEntry(
         algorithm=Algorithm.MADDPG,
@@ -92,10 +101,7 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         suites=frozenset({EnvSuite.MPE}),
         action_kinds=frozenset({ActionKind.CONTINUOUS, ActionKind.DISCRETE}),
         runner=RunnerKind.OFF_POLICY,
-        learners={
-            Backend.TORCH: "learners.backends.torch.maddpg:TorchMADDPG",
-            Backend.TENSORFLOW: "learners.backends.tensorflow.maddpg:TensorFlowMADDPG",
-        },
+        learners=_built("maddpg", "MADDPG", Backend.TORCH, Backend.TENSORFLOW),
     ),
     Algorithm.IPPO: AlgorithmEntry(
         algorithm=Algorithm.IPPO,
@@ -108,11 +114,7 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         suites=frozenset({EnvSuite.MPE}),
         action_kinds=frozenset({ActionKind.CONTINUOUS, ActionKind.DISCRETE}),
         runner=RunnerKind.ON_POLICY,
-        learners={
-            Backend.TORCH: "learners.backends.torch.ppo:TorchPPO",
-            Backend.TENSORFLOW: "learners.backends.tensorflow.ppo:TensorFlowPPO",
-            Backend.MINDSPORE: "learners.backends.mindspore.ppo:MindSporePPO",
-        },
+        learners=_built("ppo", "PPO", *Backend),
     ),
     Algorithm.MAPPO: AlgorithmEntry(
         algorithm=Algorithm.MAPPO,
@@ -125,11 +127,7 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         suites=frozenset({EnvSuite.MPE}),
         action_kinds=frozenset({ActionKind.CONTINUOUS, ActionKind.DISCRETE}),
         runner=RunnerKind.ON_POLICY,
-        learners={
-            Backend.TORCH: "learners.backends.torch.ppo:TorchPPO",
-            Backend.TENSORFLOW: "learners.backends.tensorflow.ppo:TensorFlowPPO",
-            Backend.MINDSPORE: "learners.backends.mindspore.ppo:MindSporePPO",
-        },
+        learners=_built("ppo", "PPO", *Backend),
     ),
     Algorithm.WQMIX: AlgorithmEntry(
         algorithm=Algorithm.WQMIX,
@@ -143,11 +141,7 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         suites=frozenset({EnvSuite.MPE}),
         action_kinds=frozenset({ActionKind.DISCRETE}),
         runner=RunnerKind.OFF_POLICY,
-        learners={
-            Backend.TORCH: "learners.backends.torch.wqmix:TorchWQMIX",
-            Backend.TENSORFLOW: "learners.backends.tensorflow.wqmix:TensorFlowWQMIX",
-            Backend.MINDSPORE: "learners.backends.mindspore.wqmix:MindSporeWQMIX",
-        },
+        learners=_built("wqmix", "WQMIX", *Backend),
     ),
 }
 
