@@ -113,13 +113,13 @@ def main() -> None:
         curve, wall = run_seed(spec)
         curves.append(curve)
         walls.append(wall)
-        points = "  ".join(f"{s}:{v:.0f}" for s, v in curve)
+        points = "  ".join(f"{s}:{v:.1f}" for s, v in curve)
         print(f"seed {seed}: {wall:6.1f} s  {points}", flush=True)
 
     steps = [s for s, _ in curves[0]]
     means = np.mean([[v for _, v in c] for c in curves], axis=0)
     print(
-        "mean over seeds: " + "  ".join(f"{s}:{m:.0f}" for s, m in zip(steps, means, strict=True))
+        "mean over seeds: " + "  ".join(f"{s}:{m:.1f}" for s, m in zip(steps, means, strict=True))
     )
     print(f"wall time per seed: mean {np.mean(walls):.1f} s, total {np.sum(walls):.1f} s")
     verdict = "reaches" if means[-1] >= args.target else "misses"
