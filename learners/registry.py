@@ -101,7 +101,7 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         suites=frozenset({EnvSuite.MPE}),
         action_kinds=frozenset({ActionKind.CONTINUOUS, ActionKind.DISCRETE}),
         runner=RunnerKind.OFF_POLICY,
-        learners=_built("maddpg", "MADDPG", Backend.TORCH, Backend.TENSORFLOW),
+        learners=_built("maddpg", "MADDPG", *Backend),
     ),
     Algorithm.IPPO: AlgorithmEntry(
         algorithm=Algorithm.IPPO,

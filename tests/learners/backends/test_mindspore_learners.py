@@ -70,6 +70,7 @@ def _variant(algorithm: Algorithm, name: str) -> Any:
         (Algorithm.MAPPO, "discrete-gru-minibatches"),
         (Algorithm.IPPO, "continuous-mlp-minibatches"),
         (Algorithm.DDPG, "clipped"),
+        (Algorithm.MADDPG, "discrete-shared"),
         (Algorithm.WQMIX, "cw-shared"),
     ],
 )
@@ -116,7 +117,7 @@ def test_loading_weights_after_compiling_reaches_the_compiled_graphs() -> None:
 
 # -- checkpoints across backends, through the training entry point ---------------------------------
 
-CROSS = [Algorithm.MAPPO, Algorithm.DDPG, Algorithm.WQMIX]
+CROSS = [Algorithm.MAPPO, Algorithm.DDPG, Algorithm.MADDPG, Algorithm.WQMIX]
 
 
 def _train(spec: ExperimentSpec, directory: Path, resume_from: Path | None = None) -> MemoryHooks:
