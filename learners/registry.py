@@ -135,7 +135,7 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         summary="Weighted QMIX (Rashid et al., 2020): QMIX's monotonic mixing of per-agent "
         "utilities trained with an optimistic (OW) or central (CW) weighting, beside an "
         "unrestricted central Q* that gives the double-Q targets; epsilon-greedy, discrete "
-        "actions.",
+        "actions; optional GRU agents trained on whole episodes.",
         config=WQMIXConfig,
         multi_agent=True,
         suites=frozenset({EnvSuite.MPE}),

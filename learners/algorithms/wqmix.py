@@ -17,21 +17,32 @@ full weight on the joint actions that matter and ``alpha`` on the rest:
 The weights and losses are ``learners.functional.wqmix`` (one definition for every backend); each
 backend supplies the networks and the gradient step. The team reward is the mean of the agents'
 rewards. Target networks are copied from the live ones every ``target_update_interval`` updates.
+
+With ``recurrent`` the agent networks carry a GRU (after their first hidden layer) and train on
+whole episodes from an episode replay buffer (``learners.buffers.episodes``): each sampled episode
+is unrolled from a zero hidden state, and the same target and losses are masked means over the
+real (``filled``) steps. ``episode_inputs`` arranges a sampled batch time-first for every backend.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import Field
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import Field, ValidationInfo, field_validator
 
 from learners.config import AlgorithmConfig
 
+if TYPE_CHECKING:
+    from learners.buffers.episodes import EpisodeBatch
+
 
 class WQMIXConfig(AlgorithmConfig):
-    """Hyperparameters of Weighted QMIX (feed-forward agents, transitions from a replay buffer)."""
+    """Hyperparameters of Weighted QMIX: feed-forward agents on transitions from a replay buffer,
+    or (``recurrent``) GRU agents on whole episodes from an episode buffer."""
 
     env_defaults: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
 
@@ -39,6 +50,10 @@ class WQMIXConfig(AlgorithmConfig):
     """``ow``: optimistic weighting (full weight where Q_tot < target); ``cw``: central weighting
     (full weight on the greedy joint action or where the target beats Q* of it). Any other value
     is refused."""
+    recurrent: bool = False
+    """Put a GRU after the first hidden layer of the agent networks (QMIX's and the central ones);
+    training then samples whole episodes (``episode_batch_size`` of them, from a buffer of
+    ``episode_buffer_size``) and unrolls each from a zero hidden state, instead of transitions."""
     alpha: float = Field(default=0.1, gt=0, le=1)
     """The weight of the joint actions the weighting does not favour (1 would be plain QMIX)."""
     learning_rate: float = Field(default=5e-4, gt=0, le=1)
@@ -46,9 +61,18 @@ class WQMIXConfig(AlgorithmConfig):
     gamma: float = Field(default=0.99, ge=0, le=1)
     """Discount factor."""
     batch_size: int = Field(default=128, ge=1, le=65536)
-    """Transitions per gradient step, sampled uniformly from the replay buffer."""
+    """Feed-forward only: transitions per gradient step, sampled uniformly from the replay
+    buffer."""
     buffer_size: int = Field(default=50_000, ge=1, le=10_000_000)
-    """Replay buffer capacity in transitions (rows of all agents); the oldest are overwritten."""
+    """Feed-forward only: replay buffer capacity in transitions (rows of all agents); the oldest
+    are overwritten."""
+    episode_batch_size: int = Field(default=32, ge=1, le=4096)
+    """Recurrent only: whole episodes per gradient step, drawn uniformly without replacement
+    from the episode buffer (each padded to the env's episode limit, the padding masked out).
+    Updates start once the buffer holds this many episodes."""
+    episode_buffer_size: int = Field(default=5000, ge=1, le=100_000)
+    """Recurrent only: episode buffer capacity in whole episodes; the oldest are overwritten.
+    At least ``episode_batch_size``."""
     learning_starts: int = Field(default=2000, ge=0)
     """Env steps of uniformly random (available) actions before the first update."""
     updates_per_step: float = Field(default=0.125, gt=0, le=64)
@@ -63,6 +87,8 @@ class WQMIXConfig(AlgorithmConfig):
     """Exploring env steps (after ``learning_starts``) over which epsilon falls linearly."""
     hidden_sizes: tuple[int, ...] = Field(default=(64, 64), min_length=1, max_length=8)
     """Hidden layers of the agent networks (the QMIX agents and the central agents)."""
+    rnn_hidden_size: int = Field(default=64, ge=1, le=4096)
+    """Recurrent only: the GRU's hidden size."""
     mixing_embed_dim: int = Field(default=32, ge=1, le=1024)
     """Width of QMIX's monotonic mixing layer."""
     hypernet_hidden: int = Field(default=64, ge=1, le=1024)
@@ -75,6 +101,14 @@ class WQMIXConfig(AlgorithmConfig):
     max_grad_norm: float | None = Field(default=10.0, gt=0)
     """Clip the gradient of all parameters together to this global norm; ``null`` turns clipping
     off."""
+
+    @field_validator("episode_buffer_size")
+    @classmethod
+    def _episodes_fit(cls, value: int, info: ValidationInfo) -> int:
+        batch = info.data.get("episode_batch_size")
+        if info.data.get("recurrent") and batch is not None and value < batch:
+            raise ValueError(f"must hold at least episode_batch_size ({batch}) episodes")
+        return value
 
 
 @dataclass(frozen=True)
@@ -89,7 +123,9 @@ class WQMIXStats:
     weight_mean: float
     """Mean weight of the batch (1 = nothing down-weighted)."""
     q_tot_mean: float
+    """Mean Q_tot of the batch (recurrent: over the real steps with a live agent)."""
     target_mean: float
+    """Mean target y of the batch (recurrent: likewise)."""
     grad_norm: float
     """Global gradient norm before clipping."""
     epsilon: float
@@ -103,3 +139,68 @@ def epsilon_at(config: WQMIXConfig, explore_steps: int) -> float:
     """Linear decay from ``epsilon_start`` to ``epsilon_end`` over ``epsilon_decay_steps``."""
     progress = min(explore_steps / config.epsilon_decay_steps, 1.0)
     return config.epsilon_start + (config.epsilon_end - config.epsilon_start) * progress
+
+
+def epsilon_greedy(
+    greedy: NDArray[np.int64],
+    avail_actions: NDArray[np.float32],
+    epsilon: float,
+    generator: np.random.Generator,
+) -> NDArray[np.int64]:
+    """Each agent's greedy action (E, N), replaced with probability ``epsilon`` by one drawn
+    uniformly over its available actions. Host-side, from a NumPy generator, so every backend
+    draws the same numbers (Gumbel-max over log availability, then the coin flips)."""
+    with np.errstate(divide="ignore"):
+        scores = np.log(avail_actions) + generator.gumbel(size=avail_actions.shape)
+    random_actions = np.argmax(scores, axis=-1)
+    explore = generator.uniform(size=greedy.shape) < epsilon
+    return np.where(explore, random_actions, greedy).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class EpisodeInputs:
+    """A sampled episode batch arranged for a recurrent update: time first, so a GRU runs over the
+    leading axis. T is the padded episode length, B the episodes, N the agents."""
+
+    obs: NDArray[np.float32]
+    """(T+1, B, N, obs_dim): every step's observation and, at each episode's last index, the
+    observation it ended on (what the target bootstraps from)."""
+    state: NDArray[np.float32]
+    """(T+1, B, state_dim), likewise."""
+    avail_actions: NDArray[np.float32]
+    """(T+1, B, N, A), likewise (step t+1's availability bounds the greedy action there)."""
+    actions: NDArray[np.int64]
+    """(T, B, N)"""
+    agent_mask: NDArray[np.float32]
+    """(T, B, N): the live agents of each step (also mask the next step's utilities, as in the
+    feed-forward update: the env reports no agent mask for an episode's final observation)."""
+    team_reward: NDArray[np.float32]
+    """(T, B): the mean reward over each step's live agents."""
+    terminated: NDArray[np.float32]
+    """(T, B): 1 where the episode truly ended at that step (no bootstrap)."""
+    mask: NDArray[np.float32]
+    """(T, B): the loss mask, ``filled`` times "at least one live agent"; padding is 0."""
+
+
+def episode_inputs(batch: EpisodeBatch) -> EpisodeInputs:
+    """``batch`` (batch-first, from ``EpisodeBuffer.sample``) as time-first contiguous arrays, with
+    the team reward and the loss mask computed on the host, the same numbers for every backend."""
+
+    def time_first(x: NDArray[Any]) -> NDArray[Any]:
+        return np.ascontiguousarray(np.swapaxes(x, 0, 1))
+
+    agent_mask = time_first(batch.agent_mask)
+    rewards = time_first(batch.rewards)
+    live = agent_mask.sum(-1)
+    team_reward = (rewards * agent_mask).sum(-1) / np.maximum(live, 1.0)
+    mask = time_first(batch.filled) * agent_mask.max(-1)
+    return EpisodeInputs(
+        obs=time_first(batch.obs),
+        state=time_first(batch.state),
+        avail_actions=time_first(batch.avail_actions),
+        actions=time_first(batch.actions),
+        agent_mask=agent_mask,
+        team_reward=team_reward.astype(np.float32),
+        terminated=time_first(batch.terminated),
+        mask=mask.astype(np.float32),
+    )

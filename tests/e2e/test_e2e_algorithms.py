@@ -44,6 +44,8 @@ TINY_HYPERPARAMETERS: dict[str, Any] = {
     "epochs": 2,
     "chunk_length": 10,
     "rnn_hidden_size": 16,
+    "episode_batch_size": 4,
+    "episode_buffer_size": 20,
     "mixing_embed_dim": 8,
     "hypernet_hidden": 16,
     "central_mixer_hidden": 32,

@@ -10,12 +10,27 @@ import pytest
 
 from learners.backends import DeviceUnavailable
 from learners.checkpoint import CheckpointError, read
+from learners.enums import Algorithm, Backend
 from learners.hooks import MemoryHooks
 from learners.registry import RunnerKind, built_pairs, entry
 from learners.spec import ExperimentSpec
 from learners.training import train
 
 OFF_POLICY = [(a, b) for a, b in built_pairs() if entry(a).runner == RunnerKind.OFF_POLICY]
+# Off-policy variants that store something else (whole episodes), with the backends that have
+# built them: their whole hyperparameters, small.
+RECURRENT_WQMIX = {
+    "hidden_sizes": [32, 32],
+    "learning_starts": 100,
+    "recurrent": True,
+    "rnn_hidden_size": 16,
+    "episode_batch_size": 4,
+    "episode_buffer_size": 20,
+}
+RESUME_CASES = [pytest.param(a, b, {}, id=f"{a}-{b}") for a, b in OFF_POLICY] + [
+    pytest.param(Algorithm.WQMIX, b, RECURRENT_WQMIX, id=f"wqmix-{b}-recurrent")
+    for b in (Backend.TORCH,)
+]
 
 
 @pytest.mark.parametrize(("algorithm", "backend"), built_pairs())
@@ -62,13 +77,20 @@ def test_should_stop_writes_a_final_checkpoint_and_returns(
     assert any("stop" in message for _, message in hooks.logs)
 
 
-@pytest.mark.parametrize(("algorithm", "backend"), OFF_POLICY)
+@pytest.mark.parametrize(("algorithm", "backend", "variant"), RESUME_CASES)
 def test_resume_continues_exactly(
-    algorithm: str, backend: str, make_spec: Callable[..., ExperimentSpec], tmp_path: Path
+    algorithm: str,
+    backend: str,
+    variant: dict[str, object],
+    make_spec: Callable[..., ExperimentSpec],
+    tmp_path: Path,
 ) -> None:
     """N steps in one go == N/2 steps, checkpoint, resume, N/2 more (the checkpoint falls on an
     episode boundary of every copy, where resume is exact)."""
-    spec = make_spec(algorithm, backend, total_steps=800, checkpoint={"every_steps": 400})
+    overrides = {"hyperparameters": variant} if variant else {}
+    spec = make_spec(
+        algorithm, backend, total_steps=800, checkpoint={"every_steps": 400}, **overrides
+    )
     whole = MemoryHooks(tmp_path / "whole")
     (tmp_path / "whole").mkdir()
     train(spec, whole)

@@ -143,6 +143,21 @@ class AgentMLP(nn.Module):
             after.append(h)
         return torch.stack(after), torch.stack(before)
 
+    def unroll(self, x: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The whole network over a time-first sequence ``x`` (L, B, N, in) from ``h`` (B, N, H),
+        with gradients through every step: the outputs (L, B, N, out) and the last state.
+
+        ``recur``'s steps, taken from the input gates with ``unbind`` rather than by indexing: the
+        backward pass then stacks the steps' gradients once, where indexing accumulates each into a
+        zero tensor of the whole sequence (L full-size fills, a third of a recurrent WQMIX update
+        over 26-step episodes)."""
+        assert self.gru is not None
+        after = []
+        for x_gates in self.gru.input(self.encode(x)).unbind(0):
+            h = self.gru(x_gates, h)
+            after.append(h)
+        return self.decode(torch.stack(after)), h
+
     def decode(self, y: torch.Tensor) -> torch.Tensor:
         """The layers after the first (or after the GRU) and the output head."""
         # islice, not self.layers[1:]: slicing a ModuleList builds a new one on every call.

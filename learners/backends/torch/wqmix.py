@@ -7,6 +7,15 @@ gives Q*(s, u) from the central utilities of the taken actions and the state, pl
 the two central networks. The weights, the TD target and both losses come from
 ``learners.functional``; this module supplies the networks, the greedy and epsilon-greedy action
 choice, and the gradient step. Agent ids are built from each batch's real size (seeds defect 6).
+
+With ``recurrent`` the three agent networks carry a GRU after their first hidden layer
+(``AgentMLP(rnn_hidden_size=...)``, checkpoint names ``agent.gru.input.weight``...) and ``update``
+takes whole episodes (``EpisodeBatch``): each network is unrolled over the T+1 observations of
+every episode from a zero hidden state (one batched call per network; the loop over time is
+inside the GRU), the mixers are applied per step, and the target of step t bootstraps from the
+target central networks at the live agents' greedy actions of step t+1. Losses are masked means
+over the real steps with a live agent. Acting carries the hidden state: ``explore_step`` from the
+memory the off-policy runner keeps per copy, ``act`` from its own (cleared by ``end_episodes``).
 """
 
 from __future__ import annotations
@@ -21,7 +30,13 @@ from numpy.typing import NDArray
 from torch import nn
 
 from learners import rng
-from learners.algorithms.wqmix import WQMIXConfig, WQMIXStats, epsilon_at
+from learners.algorithms.wqmix import (
+    WQMIXConfig,
+    WQMIXStats,
+    episode_inputs,
+    epsilon_at,
+    epsilon_greedy,
+)
 from learners.backends.torch.agent_nets import AgentMLP
 from learners.backends.torch.networks import (
     MLP,
@@ -32,10 +47,12 @@ from learners.backends.torch.networks import (
     seeded_init,
 )
 from learners.backends.torch.ops import TorchOps
+from learners.buffers.episodes import EpisodeBatch
 from learners.buffers.replay import ReplayBatch
 from learners.envs.base import EnvInfo, Observation
 from learners.functional.distributions import masked_logits
 from learners.functional.gradients import clip_by_global_norm
+from learners.functional.losses import masked_mean
 from learners.functional.returns import td_target
 from learners.functional.wqmix import is_greedy_joint_action, weights_for, wqmix_loss
 
@@ -74,6 +91,9 @@ class CentralMixer(nn.Module):
 LIVE = ("agent", "mixer", "central_agent", "central_mixer")
 TARGETS = ("target_central_agent", "target_central_mixer")
 
+Memory = torch.Tensor | None
+"""The QMIX agents' GRU state of a set of env copies, (E, N, H); None for feed-forward agents."""
+
 
 class TorchWQMIX:
     """The PyTorch WQMIX learner (``learners.runners.off_policy`` drives it)."""
@@ -99,7 +119,7 @@ class TorchWQMIX:
                     n,
                     shared=config.share_parameters,
                     activation="relu",
-                    rnn_hidden_size=None,
+                    rnn_hidden_size=config.rnn_hidden_size if config.recurrent else None,
                 )  # fmt: skip
                 for _ in range(2)
             ]
@@ -125,6 +145,7 @@ class TorchWQMIX:
         self.exploration = rng.generator(seed, "exploration")
         self.updates = 0
         self.explore_steps = 0
+        self._act_memory: Memory = None
 
     def _tensor(self, x: NDArray[Any]) -> torch.Tensor:
         return torch.as_tensor(x, device=self.device)
@@ -134,22 +155,67 @@ class TorchWQMIX:
         q, _ = self.nets[name](obs)
         return masked_logits(self.ops, q, avail)
 
+    # -- acting -------------------------------------------------------------------------------
+
+    def initial_memory(self, num_envs: int) -> Memory:
+        """The agents' state for ``num_envs`` copies starting new episodes (zeros)."""
+        if not self.config.recurrent:
+            return None
+        shape = (num_envs, self.info.num_agents, self.config.rnn_hidden_size)
+        return torch.zeros(shape, device=self.device)
+
+    def reset_memory(self, memory: Memory, ended: NDArray[np.bool_]) -> Memory:
+        """``memory`` with the copies whose episode ended set back to zero."""
+        if memory is None or not ended.any():
+            return memory
+        return memory * self._tensor(~ended).to(memory.dtype)[:, None, None]
+
+    def _greedy(self, observation: Observation, memory: Memory) -> tuple[NDArray[Any], Memory]:
+        """Each agent's greedy available action (E, N) and, recurrent, the state after the step."""
+        obs, avail = self._tensor(observation.obs), self._tensor(observation.avail_actions)
+        if memory is None:
+            q = self._utilities("agent", obs, avail)
+        else:
+            out, memory = self.nets["agent"](obs.unsqueeze(0), memory)
+            q = masked_logits(self.ops, out[0], avail)
+        return torch.argmax(q, dim=-1).cpu().numpy(), memory
+
+    def _explore(self, greedy: NDArray[Any], avail: NDArray[np.float32]) -> NDArray[np.int64]:
+        """Epsilon-greedy over ``greedy`` at the current epsilon; counts the exploring steps."""
+        epsilon = epsilon_at(self.config, self.explore_steps)
+        self.explore_steps += greedy.shape[0]
+        return epsilon_greedy(greedy, avail, epsilon, self.exploration)
+
+    @torch.inference_mode()
+    def explore_step(self, observation: Observation, memory: Memory) -> tuple[NDArray[Any], Memory]:
+        """Epsilon-greedy actions of the training copies from ``memory`` (the off-policy runner's
+        recurrent path); returns them and the memory after the step."""
+        greedy, memory = self._greedy(observation, memory)
+        return self._explore(greedy, observation.avail_actions), memory
+
     @torch.inference_mode()
     def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
         """Greedy actions; with ``explore``, each agent acts uniformly at random over its
-        available actions with probability epsilon (which decays with the exploring steps)."""
-        avail = observation.avail_actions
-        q = self._utilities("agent", self._tensor(observation.obs), self._tensor(avail))
-        greedy = torch.argmax(q, dim=-1).cpu().numpy()
+        available actions with probability epsilon (which decays with the exploring steps). A
+        recurrent policy carries its own state between calls (``end_episodes`` clears it)."""
+        num_envs = observation.obs.shape[0]
+        if self.config.recurrent and (
+            self._act_memory is None or self._act_memory.shape[0] != num_envs
+        ):
+            self._act_memory = self.initial_memory(num_envs)
+        greedy, self._act_memory = self._greedy(observation, self._act_memory)
         if not explore:
             return greedy
-        epsilon = epsilon_at(self.config, self.explore_steps)
-        self.explore_steps += observation.obs.shape[0]
-        with np.errstate(divide="ignore"):
-            scores = np.log(avail) + self.exploration.gumbel(size=avail.shape)
-        random_actions = np.argmax(scores, axis=-1)
-        explore_mask = self.exploration.uniform(size=greedy.shape) < epsilon
-        return np.where(explore_mask, random_actions, greedy).astype(np.int64)
+        return self._explore(greedy, observation.avail_actions)
+
+    def end_episodes(self, ended: NDArray[np.bool_]) -> None:
+        """Forget ``act``'s state for the copies whose episode ended (all of it when ``ended``
+        is for another number of copies: ``act`` starts them afresh)."""
+        if self._act_memory is not None and self._act_memory.shape[0] != len(ended):
+            self._act_memory = None
+        self._act_memory = self.reset_memory(self._act_memory, ended)
+
+    # -- learning -----------------------------------------------------------------------------
 
     def _targets(self, b: Mapping[str, torch.Tensor], greedy: torch.Tensor) -> tuple[Any, Any]:
         """y and Q*_target(s, u^) (for CW), both without gradient."""
@@ -168,8 +234,13 @@ class TorchWQMIX:
             q_star_greedy = nets["target_central_mixer"](q_greedy, b["state"])
         return target, q_star_greedy
 
-    def update(self, batch: ReplayBatch) -> WQMIXStats:
-        """One gradient step of both losses on ``batch`` (any size: ids come from its shape)."""
+    def update(self, batch: ReplayBatch | EpisodeBatch) -> WQMIXStats:
+        """One gradient step of both losses on ``batch`` (any size: ids come from its shape):
+        transitions, or whole episodes for recurrent agents."""
+        if self.config.recurrent:
+            if not isinstance(batch, EpisodeBatch):
+                raise TypeError("recurrent WQMIX trains on an EpisodeBatch")
+            return self._update_episodes(batch)
         ops, nets, cfg = self.ops, self.nets, self.config
         b = {
             "obs": batch.obs, "state": batch.state, "actions": batch.actions,
@@ -193,6 +264,13 @@ class TorchWQMIX:
         )  # fmt: skip
         transitions = ops.max(t["agent_mask"], axis=-1)  # rows with at least one live agent
         terms = wqmix_loss(ops, q_tot, q_star, target, weights, transitions)
+        return self._finish(terms, q_tot.mean(), target.mean())
+
+    def _finish(
+        self, terms: Any, q_tot_mean: torch.Tensor, target_mean: torch.Tensor
+    ) -> WQMIXStats:
+        """The gradient step on ``terms.loss``, the target sync when due, and the stats."""
+        ops, cfg = self.ops, self.config
         grad_norm = self._step(terms.loss)
         self.updates += 1
         if self.updates % cfg.target_update_interval == 0:
@@ -200,9 +278,48 @@ class TorchWQMIX:
         return WQMIXStats(
             loss=ops.item(terms.loss), loss_qmix=ops.item(terms.loss_qmix),
             loss_central=ops.item(terms.loss_central), weight_mean=ops.item(terms.weight_mean),
-            q_tot_mean=ops.item(q_tot.mean()), target_mean=ops.item(target.mean()),
+            q_tot_mean=ops.item(q_tot_mean), target_mean=ops.item(target_mean),
             grad_norm=grad_norm, epsilon=epsilon_at(cfg, self.explore_steps),
         )  # fmt: skip
+
+    def _unroll(self, name: str, obs: torch.Tensor) -> torch.Tensor:
+        """Network ``name``'s utilities (L, B, N, A) over time-first episodes ``obs`` (L, B, N,
+        D), from a zero hidden state at each episode's first step."""
+        shape = (*obs.shape[1:3], self.config.rnn_hidden_size)
+        q, _ = self.nets[name].unroll(obs, torch.zeros(shape, device=self.device))
+        return q
+
+    def _update_episodes(self, batch: EpisodeBatch) -> WQMIXStats:
+        """One gradient step on whole episodes: step t's target bootstraps from step t + 1 (the
+        observation an episode ended on, at its last step); padding is masked out."""
+        ops, nets, cfg = self.ops, self.nets, self.config
+        t = {k: self._tensor(v) for k, v in vars(episode_inputs(batch)).items()}
+        live = t["agent_mask"] > 0.5
+        q_all = masked_logits(ops, self._unroll("agent", t["obs"]), t["avail_actions"])
+        greedy_all = torch.argmax(q_all.detach(), dim=-1)  # (T+1, B, N)
+        greedy, greedy_next = greedy_all[:-1], greedy_all[1:]
+        state, next_state = t["state"][:-1], t["state"][1:]
+        with torch.no_grad():
+            q_target = self._unroll("target_central_agent", t["obs"])
+            q_next = ops.where(live, ops.gather_last(q_target[1:], greedy_next), 0.0)
+            q_star_next = nets["target_central_mixer"](q_next, next_state)
+            target = td_target(ops, t["team_reward"], q_star_next, t["terminated"], cfg.gamma)
+            q_greedy = ops.where(live, ops.gather_last(q_target[:-1], greedy), 0.0)
+            q_star_greedy = nets["target_central_mixer"](q_greedy, state)
+        q_taken = ops.where(live, ops.gather_last(q_all[:-1], t["actions"]), 0.0)
+        q_tot = nets["mixer"](q_taken, state)
+        q_central = ops.gather_last(self._unroll("central_agent", t["obs"][:-1]), t["actions"])
+        q_star = nets["central_mixer"](ops.where(live, q_central, 0.0), state)
+        weights = weights_for(
+            ops, cfg.weighting, td_error=q_tot.detach() - target,
+            is_greedy=is_greedy_joint_action(ops, t["actions"], greedy, t["agent_mask"]),
+            target=target, q_central_greedy=q_star_greedy, alpha=cfg.alpha,
+        )  # fmt: skip
+        mask = t["mask"]
+        terms = wqmix_loss(ops, q_tot, q_star, target, weights, mask)
+        return self._finish(
+            terms, masked_mean(ops, q_tot.detach(), mask), masked_mean(ops, target, mask)
+        )
 
     def _step(self, loss: torch.Tensor) -> float:
         grads = torch.autograd.grad(loss, self.params)
@@ -234,6 +351,7 @@ class TorchWQMIX:
         return tensors
 
     def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
+        self._act_memory = None  # a loaded policy starts its next episode afresh
         load_module("agent", self.nets["agent"], tensors)
         if policy_only:
             return

@@ -3,7 +3,9 @@ on (recurrent, per-agent weights, both action kinds, clipping that actually clip
 with zeros in every mask, and how one update is driven.
 
 The suite is parametrised over the registry: a learner is covered as soon as its backend is
-registered for its algorithm. An algorithm needs one entry in ``VARIANTS`` and in ``DATA``.
+registered for its algorithm. An algorithm needs one entry in ``VARIANTS`` and in ``DATA``. A
+variant that only some backends have built yet names them (``Variant.backends``); the others skip
+it until they list themselves there.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from learners.algorithms.ddpg import DDPGConfig
 from learners.algorithms.maddpg import MADDPGConfig
 from learners.algorithms.ppo import IPPOConfig, MAPPOConfig, PPOConfig
 from learners.algorithms.wqmix import WQMIXConfig
+from learners.buffers.episodes import EpisodeBatch
 from learners.buffers.replay import ReplayBatch
 from learners.buffers.rollout import RolloutBuffer
 from learners.config import AlgorithmConfig
@@ -33,6 +36,8 @@ REFERENCE = Backend.TORCH
 # a tensor from ``config.batch_size`` instead of the batch's real size fails (seeds defect 6).
 BATCH = 7
 ROLLOUT = 12
+# Recurrent WQMIX episodes are padded to this many steps (the learner reads T from the batch).
+EPISODE_STEPS = 6
 # The on-policy step axis for learning-rate decay: update ``k`` happens at env step k * DECAY_STEP.
 DECAY_STEP, DECAY_TOTAL = 36, 400
 
@@ -44,6 +49,8 @@ class Variant:
     name: str
     config: AlgorithmConfig
     info: EnvInfo
+    backends: frozenset[Backend] | None = None
+    """The backends that have built this variant (``None``: every backend of the algorithm)."""
 
 
 def env_info(num_agents: int, action_kind: str, action_dim: int, num_envs: int = 3) -> EnvInfo:
@@ -96,6 +103,25 @@ def _wqmix_variants() -> list[Variant]:
         )  # fmt: skip
         name = f"{weighting}-{'shared' if shared else 'separate'}"
         variants.append(Variant(name, config, env_info(3, "discrete", 5)))
+    return variants + _wqmix_gru_variants()
+
+
+# The backends whose WQMIX learner has its recurrent variant (TensorFlow and MindSpore join here).
+WQMIX_GRU_BACKENDS = frozenset({Backend.TORCH})
+
+
+def _wqmix_gru_variants() -> list[Variant]:
+    """GRU agents on padded episodes: OW with shared agents, CW with separate ones."""
+    variants = []
+    for weighting, shared in (("ow", True), ("cw", False)):
+        config = WQMIXConfig(
+            weighting=weighting, alpha=0.3, hidden_sizes=(16, 16), mixing_embed_dim=8,
+            hypernet_hidden=16, central_mixer_hidden=16, share_parameters=shared,
+            target_update_interval=2, gamma=0.9, recurrent=True, rnn_hidden_size=8,
+        )  # fmt: skip
+        name = f"{weighting}-gru-{'shared' if shared else 'separate'}"
+        info = env_info(3, "discrete", 5)
+        variants.append(Variant(name, config, info, WQMIX_GRU_BACKENDS))
     return variants
 
 
@@ -139,8 +165,11 @@ VARIANTS: dict[Algorithm, Callable[[], list[Variant]]] = {
 }
 
 
-def variants(algorithm: Algorithm) -> list[Variant]:
-    return VARIANTS[algorithm]()
+def variants(algorithm: Algorithm, backend: Backend | None = None) -> list[Variant]:
+    """The variants of ``algorithm`` that ``backend`` runs; without a backend, those that every
+    backend built for the algorithm runs."""
+    wanted = entry(algorithm).backends if backend is None else {backend}
+    return [v for v in VARIANTS[algorithm]() if v.backends is None or wanted <= v.backends]
 
 
 # -- data ---------------------------------------------------------------------------------------
@@ -221,10 +250,44 @@ def rollout_buffer(variant: Variant, seed: int, reward_scale: float = 1.0) -> Ro
     return buf
 
 
+def episode_batch(variant: Variant, seed: int, reward_scale: float = 1.0) -> EpisodeBatch:
+    """``BATCH`` episodes padded to ``EPISODE_STEPS``: lengths from 1 to the limit, some ending by
+    termination and the others by truncation, dead agents, and large random values in every
+    padded entry (which a learner that masks its padding never sees)."""
+    info, rng = variant.info, np.random.default_rng(seed)
+    b, t, n = BATCH, EPISODE_STEPS, info.num_agents
+    lengths = np.array([t, 1, 3, t, 5, 2, t])[:b]
+    terminated_ends = np.array([0, 1, 1, 0, 0, 1, 1])[:b]
+    avail = _avail(rng, (b, t + 1, n), info)
+    batch = EpisodeBatch(
+        obs=rng.normal(size=(b, t + 1, n, info.obs_dim)).astype(np.float32),
+        state=rng.normal(size=(b, t + 1, info.state_dim)).astype(np.float32),
+        avail_actions=avail,
+        actions=_discrete_actions(rng, avail[:, :-1]),
+        rewards=(reward_scale * rng.normal(size=(b, t, n))).astype(np.float32),
+        agent_mask=_agent_mask(rng, (b, t, n)),
+        terminated=np.zeros((b, t), np.float32),
+        filled=(np.arange(t) < lengths[:, None]).astype(np.float32),
+    )
+    batch.terminated[np.arange(b), lengths - 1] = terminated_ends
+    # Padding: steps >= L, and observations after the final one at index L.
+    for name in ("obs", "state", "rewards"):
+        array = getattr(batch, name)
+        limit = lengths + (1 if array.shape[1] == t + 1 else 0)
+        padded = np.arange(array.shape[1]) >= limit[:, None]
+        array[padded] = 50.0 * rng.normal(size=array[padded].shape)
+    batch.terminated[batch.filled == 0] = 1.0
+    batch.agent_mask[batch.filled == 0] = 1.0
+    return batch
+
+
 def data(algorithm: Algorithm, variant: Variant, seed: int, reward_scale: float = 1.0) -> Any:
-    """The input of update number ``seed``: a replay batch or a finished rollout."""
+    """The input of update number ``seed``: a replay batch, a batch of episodes (recurrent
+    WQMIX) or a finished rollout."""
     if entry(algorithm).runner == RunnerKind.ON_POLICY:
         return rollout_buffer(variant, seed, reward_scale)
+    if isinstance(variant.config, WQMIXConfig) and variant.config.recurrent:
+        return episode_batch(variant, seed, reward_scale)
     return replay_batch(variant, seed, reward_scale)
 
 
@@ -281,5 +344,6 @@ def parity_params() -> list[Any]:
     return [
         pytest.param(a, b, v, id=f"{a.value}-{b.value}-{v.name}")
         for a, b in parity_pairs()
-        for v in variants(a)
+        for v in variants(a, b)
+        if v.backends is None or REFERENCE in v.backends
     ]

@@ -21,6 +21,7 @@ from learners.algorithms.ddpg import DDPGConfig, actor_loss, critic_loss
 from learners.algorithms.maddpg import MADDPGConfig
 from learners.algorithms.ppo import PPOConfig, rollout_targets
 from learners.algorithms.wqmix import WQMIXConfig
+from learners.buffers.episodes import EpisodeBatch
 from learners.buffers.replay import ReplayBatch
 from learners.buffers.rollout import RolloutBuffer
 from learners.enums import Algorithm
@@ -272,6 +273,63 @@ def wqmix_stats(
     return stats
 
 
+def _unrolled(tensors: Tensors, prefix: str, obs: Array, hidden_size: int) -> Array:
+    """``AgentMLP`` with a GRU over time-first episodes ``obs`` (L, B, N, D) from zeros."""
+    h = np.zeros((*obs.shape[1:3], hidden_size))
+    return agent_mlp(tensors, prefix, obs, h, activation="relu")
+
+
+def wqmix_episode_stats(
+    config: WQMIXConfig, before: Tensors, batch: EpisodeBatch
+) -> dict[str, float]:
+    """The losses of one recurrent WQMIX update on whole episodes, written step by step: each
+    network runs over an episode's T+1 observations from a zero state; step t's target is
+    r_t + gamma (1 - terminated_t) Q*_target(s_{t+1}, greedy actions at t+1), and every mean is
+    over the steps that are ``filled`` and have a live agent."""
+    hidden = config.rnn_hidden_size
+    obs = np.swapaxes(_f64(batch.obs), 0, 1)  # (T+1, B, N, D)
+    states = np.swapaxes(_f64(batch.state), 0, 1)
+    avail = np.swapaxes(_f64(batch.avail_actions), 0, 1)
+    q = np.where(avail > 0.5, _unrolled(before, "agent", obs, hidden), -1e9)
+    q_target = _unrolled(before, "target_central_agent", obs, hidden)
+    q_central_all = _unrolled(before, "central_agent", obs, hidden)
+    steps = batch.actions.shape[1]
+    columns: dict[str, list[Array]] = {}
+    for t in range(steps):
+        actions = batch.actions[:, t]
+        agent_mask = _f64(batch.agent_mask[:, t])
+        live = agent_mask > 0.5
+        greedy, greedy_next = np.argmax(q[t], -1), np.argmax(q[t + 1], -1)
+        q_next = np.where(live, N.gather_last(q_target[t + 1], greedy_next), 0.0)
+        q_star_next = central_mixer(before, "target_central_mixer", q_next, states[t + 1])
+        team_reward = (_f64(batch.rewards[:, t]) * agent_mask).sum(-1) / np.maximum(
+            agent_mask.sum(-1), 1.0
+        )
+        target = team_reward + config.gamma * (1.0 - _f64(batch.terminated[:, t])) * q_star_next
+        q_greedy = np.where(live, N.gather_last(q_target[t], greedy), 0.0)
+        q_star_greedy = central_mixer(before, "target_central_mixer", q_greedy, states[t])
+        q_taken = np.where(live, N.gather_last(q[t], actions), 0.0)
+        q_tot = qmixer(before, "mixer", q_taken, states[t])
+        q_central = np.where(live, N.gather_last(q_central_all[t], actions), 0.0)
+        q_star = central_mixer(before, "central_mixer", q_central, states[t])
+        weights = weights_for(
+            N, config.weighting, td_error=q_tot - target,
+            is_greedy=is_greedy_joint_action(N, actions, greedy, agent_mask),
+            target=target, q_central_greedy=q_star_greedy, alpha=config.alpha,
+        )  # fmt: skip
+        mask = _f64(batch.filled[:, t]) * agent_mask.max(-1)
+        for name, value in (("q_tot", q_tot), ("q_star", q_star), ("target", target),
+                            ("weights", weights), ("mask", mask)):  # fmt: skip
+            columns.setdefault(name, []).append(value)
+    c = {name: np.stack(values) for name, values in columns.items()}
+    terms = wqmix_loss(N, c["q_tot"], c["q_star"], c["target"], c["weights"], c["mask"])
+    stats = {name: N.item(value) for name, value in terms._asdict().items()}
+    kept = c["mask"].sum()
+    stats["q_tot_mean"] = float((c["q_tot"] * c["mask"]).sum() / kept)
+    stats["target_mean"] = float((c["target"] * c["mask"]).sum() / kept)
+    return stats
+
+
 # -- PPO --------------------------------------------------------------------------------------
 
 
@@ -468,6 +526,8 @@ def oracle_stats(
         return actor_critic_stats(DDPGNets(config, info), before, after, data)
     if algorithm == Algorithm.MADDPG:
         return actor_critic_stats(MADDPGNets(config, info), before, after, data)
+    if algorithm == Algorithm.WQMIX and isinstance(data, EpisodeBatch):
+        return wqmix_episode_stats(config, before, data)
     if algorithm == Algorithm.WQMIX:
         return wqmix_stats(config, before, data, defect)
     return ppo_stats(config, info, before, data, defect)

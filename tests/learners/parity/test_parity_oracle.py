@@ -32,7 +32,7 @@ def oracle_params() -> list[Any]:
     return [
         pytest.param(a, b, v, id=f"{a.value}-{b.value}-{v.name}")
         for a, b in built_pairs()
-        for v in variants(a)
+        for v in variants(a, b)
         if single_step(v)
     ]
 

@@ -30,6 +30,7 @@ from parity_assert import (
 )
 from parity_cases import REFERENCE, Variant, build, data, observation, parity_params, update
 
+from learners.algorithms.wqmix import WQMIXConfig
 from learners.enums import Algorithm, Backend
 from learners.registry import RunnerKind, entry
 
@@ -62,6 +63,8 @@ def test_same_start_same_actions(
             assert_close(got, want, ONE_UPDATE, f"actions, explore={explore}")
     if entry(algorithm).runner == RunnerKind.ON_POLICY:
         _rollout_steps_agree(reference, other, obs)
+    if isinstance(variant.config, WQMIXConfig) and variant.config.recurrent:
+        _explore_steps_agree(reference, other, obs)
 
 
 def _rollout_steps_agree(reference: Any, other: Any, obs: Any) -> None:
@@ -79,6 +82,19 @@ def _rollout_steps_agree(reference: Any, other: Any, obs: Any) -> None:
             assert (got_value is None) == (want_value is None), field
             if want_value is not None:
                 assert_close(got_value, want_value, ONE_UPDATE, f"step {step} {field}")
+
+
+def _explore_steps_agree(reference: Any, other: Any, obs: Any) -> None:
+    """Recurrent WQMIX: three exploring steps of the training copies, each from the memory the
+    last one returned, take the same actions (the same epsilon draws) and reach the same GRU
+    states (the memory is the backend's (E, N, H) array)."""
+    memories = [learner.initial_memory(obs.obs.shape[0]) for learner in (reference, other)]
+    for step in range(3):
+        want, memories[0] = reference.explore_step(obs, memories[0])
+        got, memories[1] = other.explore_step(obs, memories[1])
+        np.testing.assert_array_equal(got, want, err_msg=f"explore step {step}")
+        host = [m.asnumpy() if hasattr(m, "asnumpy") else np.asarray(m) for m in memories]
+        assert_close(host[1], host[0], ONE_UPDATE, f"memory after explore step {step}")
 
 
 @pytest.mark.parametrize(("algorithm", "backend", "variant"), PARAMS)
