@@ -3,13 +3,14 @@ compiled, beside PyTorch's, on the default configurations and real environment s
 
     python benchmarks/tensorflow_compile.py
     python benchmarks/tensorflow_compile.py --cases mappo mappo-gru --updates 10
+    python benchmarks/tensorflow_compile.py --cases wqmix wqmix-gru --updates 10
 
 For each case it builds the learner in each mode, makes one update (for the compiled mode that is
 the one that traces the graph, reported apart as "first"), then times ``--updates`` more and
 prints the median. Off-policy learners update on replay batches of the configured size sampled
-from random play; on-policy learners on a rollout they collect themselves (an update is the value
-pass plus every epoch's minibatch steps). CPU threads follow ``MARLFORGE_CPU_THREADS`` (default 1)
-as in a training run.
+from random play (recurrent WQMIX: that many whole episodes); on-policy learners on a rollout
+they collect themselves (an update is the value pass plus every epoch's minibatch steps). CPU
+threads follow ``MARLFORGE_CPU_THREADS`` (default 1) as in a training run.
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from learners.backends import cpu_threads, runtime  # noqa: E402
+from learners.buffers.episodes import EpisodeBuffer  # noqa: E402
 from learners.buffers.replay import ReplayBuffer  # noqa: E402
 from learners.buffers.rollout import RolloutBuffer  # noqa: E402
 from learners.enums import Algorithm, Backend  # noqa: E402
 from learners.envs.catalogue import make_vec_env  # noqa: E402
 from learners.registry import RunnerKind, entry  # noqa: E402
-from learners.runners.off_policy import random_actions  # noqa: E402
+from learners.runners.off_policy import random_actions, trains_on_episodes  # noqa: E402
 from learners.runners.on_policy import collect_rollout  # noqa: E402
 from learners.spec import EnvSpec  # noqa: E402
 
@@ -50,6 +52,7 @@ CASES: dict[str, tuple[Algorithm, EnvSpec, dict[str, Any]]] = {
     "mappo-gru": (Algorithm.MAPPO, MPE, {"recurrent": True}),
     "ippo": (Algorithm.IPPO, MPE, {}),
     "wqmix": (Algorithm.WQMIX, MPE, {}),
+    "wqmix-gru": (Algorithm.WQMIX, MPE, {"recurrent": True}),
 }
 
 
@@ -78,15 +81,23 @@ def update_input(name: str, learner: Any, config: Any, env: Any) -> Callable[[],
             return buffer
 
         return rollout
-    replay = ReplayBuffer(env.info, 20_000, with_state=learner.uses_state)
+    replay: ReplayBuffer | EpisodeBuffer
+    if trains_on_episodes(config, learner):
+        size = config.episode_batch_size
+        replay = EpisodeBuffer(env.info, 2 * size)
+    else:
+        size = config.batch_size
+        replay = ReplayBuffer(env.info, 20_000, with_state=learner.uses_state)
     rng = np.random.default_rng(0)
     obs = env.reset()
-    for _ in range(max(config.batch_size * 2 // env.info.num_envs, 200)):
+    steps = 0
+    while steps < max(size * 2 // env.info.num_envs, 200) or replay.size < size:
         actions = random_actions(env.info, obs, rng)
         next_obs, transition = env.step(actions)
         replay.add(obs, actions, transition)
         obs = next_obs
-    return lambda: replay.sample(config.batch_size, rng)
+        steps += 1
+    return lambda: replay.sample(size, rng)
 
 
 def measure(name: str, backend: Backend, compiled: bool, updates: int) -> tuple[float, float]:

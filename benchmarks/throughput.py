@@ -4,9 +4,12 @@
     python benchmarks/throughput.py train --algorithm ddpg --env Pendulum-v1 --steps 3000
     python benchmarks/throughput.py train --algorithm maddpg --env simple_spread_v3 --num-envs 8 \
         --steps 8000 --env-workers 2
+    python benchmarks/throughput.py train --algorithm wqmix --env simple_spread_v3 --num-envs 8 \
+        --steps 6000 --set recurrent=true
 
 ``envs`` steps the batched env with uniformly random actions and prints env steps/s (counted over
-all copies) for each worker count (0 = in process). ``train`` runs ``learners.training.train`` and
+all copies) for each worker count (0 = in process). ``train`` runs ``learners.training.train``
+with the algorithm's defaults (``--set key=value`` overrides a hyperparameter, JSON values) and
 prints the training env steps/s beside the bare env's figure measured the same way.
 
     python benchmarks/throughput.py onpolicy --algorithms mappo ippo --env simple_spread_v3
@@ -76,7 +79,7 @@ def bench_envs(args: argparse.Namespace) -> None:
 
 
 def bench_train(args: argparse.Namespace) -> None:
-    from benchmarks.learning import default_spec
+    from benchmarks.learning import default_spec, parse_overrides
     from learners.envs import catalogue
     from learners.hooks import MemoryHooks
     from learners.training import train
@@ -85,7 +88,10 @@ def bench_train(args: argparse.Namespace) -> None:
         workers = args.env_workers
         catalogue.default_workers = lambda num_envs, cpus=None: workers
 
-    spec = default_spec(args.algorithm, args.backend, args.env, seed=0, steps=args.steps)
+    spec = default_spec(
+        args.algorithm, args.backend, args.env, seed=0, steps=args.steps,
+        hyperparameters=parse_overrides(args.set),
+    )  # fmt: skip
     spec = spec.model_copy(update={"env": spec.env.model_copy(update={"num_envs": args.num_envs})})
     env = make_vec_env(spec.env, seed=0)
     kind = type(env).__name__
@@ -167,6 +173,7 @@ def main() -> None:
     tr.add_argument(
         "--env-workers", type=int, default=None, help="worker processes (0: in process)"
     )
+    tr.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="hyperparameters")
     on = sub.add_parser("onpolicy", help="MAPPO/IPPO training steps/s vs the bare env")
     on.add_argument("--algorithms", nargs="+", default=["mappo", "ippo"])
     on.add_argument("--backend", default="torch")

@@ -55,12 +55,17 @@ class AgentGRUCell(tf.Module):
         num_agents: int,
         shared: bool,
         rng: np.random.Generator,
+        trainable: bool = True,
     ) -> None:
         super().__init__()
         self.hidden_size = hidden_size
         size = 3 * hidden_size
-        self.input = agent_dense("gru.input", in_features, size, num_agents, shared, 1.0, rng)
-        self.hidden = agent_dense("gru.hidden", hidden_size, size, num_agents, shared, 1.0, rng)
+        self.input = agent_dense(
+            "gru.input", in_features, size, num_agents, shared, 1.0, rng, trainable
+        )
+        self.hidden = agent_dense(
+            "gru.hidden", hidden_size, size, num_agents, shared, 1.0, rng, trainable
+        )
         self.params = [*self.input.params, *self.hidden.params]
 
     def __call__(self, x_gates: tf.Tensor, h: tf.Tensor) -> tf.Tensor:
@@ -109,7 +114,9 @@ class AgentMLP(tf.Module):
         self.gru: AgentGRUCell | None = None
         last = hidden_sizes[-1]
         if rnn_hidden_size is not None:
-            self.gru = AgentGRUCell(hidden_sizes[0], rnn_hidden_size, num_agents, shared, rng)
+            self.gru = AgentGRUCell(
+                hidden_sizes[0], rnn_hidden_size, num_agents, shared, rng, trainable
+            )
             if len(hidden_sizes) == 1:
                 last = rnn_hidden_size
         self.head = agent_dense(
@@ -156,6 +163,24 @@ class AgentMLP(tf.Module):
         # default recurrent MAPPO update 4x slower and 6x slower to trace (larger graphs).
         after, before = tf.scan(step, (gates, starts), initializer=(h, h))
         return after, before
+
+    def unroll(self, x: tf.Tensor, h: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """The whole network over a time-first sequence ``x`` (L, B, N, in) from ``h`` (B, N, H),
+        with gradients through every step: the outputs (L, B, N, out) and the last state.
+
+        ``recur`` without its episode starts and without the states before each step (a second
+        sequence the scan would stack and differentiate through for nothing)."""
+        assert self.gru is not None
+        gru = self.gru
+        after = tf.scan(lambda carry, gate: gru(gate, carry), gru.input(self.encode(x)), h)
+        return self.decode(after), after[-1]
+
+    def step(self, x: tf.Tensor, h: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """One step of every copy, ``x`` (E, N, in) from ``h`` (E, N, H): the outputs (E, N, out)
+        and the next state, without a scan over a sequence of one."""
+        assert self.gru is not None
+        h = self.gru(self.gru.input(self.encode(x)), h)
+        return self.decode(h), h
 
     def decode(self, y: tf.Tensor) -> tf.Tensor:
         """The layers after the first (or after the GRU) and the output head."""

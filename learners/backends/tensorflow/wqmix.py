@@ -8,9 +8,19 @@ both losses come from ``learners.functional.wqmix``: the central loss is a maske
 transitions in every backend, and an unknown weighting raises instead of training with uniform
 weights (seeds defect 7). Agent ids are built from each batch's real size (seeds defect 6).
 
+With ``recurrent`` the three agent networks carry the GRU of ``agent_nets.AgentMLP`` (checkpoint
+names ``agent.gru.input.weight``...) and ``update`` takes whole episodes (``EpisodeBatch``, arranged
+time first by the shared ``episode_inputs``): each network is unrolled over the T+1 observations
+of every episode from a zero hidden state (a ``tf.scan`` over time; every agent and episode at once
+in each step), the mixers are applied per step, and step t's target bootstraps from the target
+central networks at the live agents' greedy actions of step t+1. T and B come from the batch.
+Acting carries the hidden state: ``explore_step`` from the memory the off-policy runner keeps per
+copy, ``act`` from its own (cleared by ``end_episodes``).
+
 The whole update (targets, both losses, the gradient step over every live network with one global
-norm, Adam) runs as one ``tf.function``; acting is epsilon-greedy with the draws made on the host
-from the same NumPy generator as in every backend.
+norm, Adam) runs as one ``tf.function``, as does the agents' forward pass for acting; acting is
+epsilon-greedy with the draws made on the host by the shared ``epsilon_greedy``, from the same
+NumPy generator as in every backend.
 """
 
 from __future__ import annotations
@@ -24,7 +34,13 @@ import tensorflow as tf
 from numpy.typing import NDArray
 
 from learners import rng
-from learners.algorithms.wqmix import WQMIXConfig, WQMIXStats, epsilon_at
+from learners.algorithms.wqmix import (
+    WQMIXConfig,
+    WQMIXStats,
+    episode_inputs,
+    epsilon_at,
+    epsilon_greedy,
+)
 from learners.backends.tensorflow.agent_nets import AgentMLP
 from learners.backends.tensorflow.networks import (
     MLP,
@@ -37,13 +53,17 @@ from learners.backends.tensorflow.networks import (
 from learners.backends.tensorflow.ops import TensorFlowOps
 from learners.backends.tensorflow.optim import TorchAdam, gradient_step
 from learners.backends.tensorflow.runtime import maybe_compile, tf_device
+from learners.buffers.episodes import EpisodeBatch
 from learners.buffers.replay import ReplayBatch
 from learners.envs.base import EnvInfo, Observation
 from learners.functional.distributions import masked_logits
+from learners.functional.losses import masked_mean
 from learners.functional.returns import td_target
 from learners.functional.wqmix import is_greedy_joint_action, weights_for, wqmix_loss
 
 Batch = dict[str, tf.Tensor]
+Memory = tf.Tensor | None
+"""The QMIX agents' GRU state of a set of env copies, (E, N, H); None for feed-forward agents."""
 
 
 def _prefixed(prefix: str, net: Any) -> list[Param]:
@@ -133,13 +153,15 @@ class TensorFlowWQMIX:
         self.exploration = rng.generator(seed, "exploration")
         self.updates = 0
         self.explore_steps = 0
+        self._act_memory: Memory = None
         self.set_compiled(True)
 
     def _agent(self, init: np.random.Generator, trainable: bool = True) -> AgentMLP:
         info, cfg = self.info, self.config
         return AgentMLP(
             info.obs_dim, cfg.hidden_sizes, info.action_dim, info.num_agents,
-            shared=cfg.share_parameters, activation="relu", rnn_hidden_size=None,
+            shared=cfg.share_parameters, activation="relu",
+            rnn_hidden_size=cfg.rnn_hidden_size if cfg.recurrent else None,
             rng=init, head_gain=1.0, trainable=trainable,
         )  # fmt: skip
 
@@ -153,7 +175,18 @@ class TensorFlowWQMIX:
         eagerly."""
         self.compiled = compiled
         self._train_step = maybe_compile(self._train_step_eager, compiled)
+        self._episode_step = self._episode_step_eager
+        if compiled:
+            # T and B left open in the signature: one graph for every episode length and batch
+            # size (``maybe_compile``'s retracing would trace up to three, one for the first
+            # shape, then T and B in turn; each trace of the default config costs 4 to 6 s).
+            # AutoGraph off, as in ``maybe_compile``.
+            spec = [self._episode_signature()]
+            self._episode_step = tf.function(
+                self._episode_step_eager, autograph=False, input_signature=spec
+            )
         self._greedy_step = maybe_compile(self._greedy_step_eager, compiled)
+        self._recurrent_greedy_step = maybe_compile(self._recurrent_greedy_step_eager, compiled)
 
     def _tensor(self, x: NDArray[Any]) -> tf.Tensor:
         return self.ops.asarray(x)
@@ -163,23 +196,73 @@ class TensorFlowWQMIX:
         q, _ = self.nets[name](obs)
         return masked_logits(self.ops, q, avail)
 
+    # -- acting -------------------------------------------------------------------------------
+
     def _greedy_step_eager(self, obs: tf.Tensor, avail: tf.Tensor) -> tf.Tensor:
         return tf.argmax(self._utilities("agent", obs, avail), axis=-1)
 
+    def _recurrent_greedy_step_eager(
+        self, obs: tf.Tensor, avail: tf.Tensor, h: tf.Tensor
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        q, h = self.nets["agent"].step(obs, h)
+        return tf.argmax(masked_logits(self.ops, q, avail), axis=-1), h
+
+    def initial_memory(self, num_envs: int) -> Memory:
+        """The agents' state for ``num_envs`` copies starting new episodes (zeros)."""
+        if not self.config.recurrent:
+            return None
+        shape = (num_envs, self.info.num_agents, self.config.rnn_hidden_size)
+        with tf.device(self.device):
+            return tf.zeros(shape, tf.float32)
+
+    def reset_memory(self, memory: Memory, ended: NDArray[np.bool_]) -> Memory:
+        """``memory`` with the copies whose episode ended set back to zero."""
+        if memory is None or not ended.any():
+            return memory
+        return memory * self._tensor((~ended).astype(np.float32)[:, None, None])
+
+    def _greedy(self, observation: Observation, memory: Memory) -> tuple[NDArray[Any], Memory]:
+        """Each agent's greedy available action (E, N) and, recurrent, the state after the step."""
+        obs, avail = self._tensor(observation.obs), self._tensor(observation.avail_actions)
+        if memory is None:
+            return np.asarray(self._greedy_step(obs, avail)), None
+        greedy, memory = self._recurrent_greedy_step(obs, avail, memory)
+        return np.asarray(greedy), memory
+
+    def _explore(self, greedy: NDArray[Any], avail: NDArray[np.float32]) -> NDArray[np.int64]:
+        """Epsilon-greedy over ``greedy`` at the current epsilon; counts the exploring steps."""
+        epsilon = epsilon_at(self.config, self.explore_steps)
+        self.explore_steps += greedy.shape[0]
+        return epsilon_greedy(greedy, avail, epsilon, self.exploration)
+
+    def explore_step(self, observation: Observation, memory: Memory) -> tuple[NDArray[Any], Memory]:
+        """Epsilon-greedy actions of the training copies from ``memory`` (the off-policy runner's
+        recurrent path); returns them and the memory after the step."""
+        greedy, memory = self._greedy(observation, memory)
+        return self._explore(greedy, observation.avail_actions), memory
+
     def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
         """Greedy actions; with ``explore``, each agent acts uniformly at random over its
-        available actions with probability epsilon (which decays with the exploring steps)."""
-        avail = observation.avail_actions
-        greedy = np.asarray(self._greedy_step(self._tensor(observation.obs), self._tensor(avail)))
+        available actions with probability epsilon (which decays with the exploring steps). A
+        recurrent policy carries its own state between calls (``end_episodes`` clears it)."""
+        num_envs = observation.obs.shape[0]
+        if self.config.recurrent and (
+            self._act_memory is None or self._act_memory.shape[0] != num_envs
+        ):
+            self._act_memory = self.initial_memory(num_envs)
+        greedy, self._act_memory = self._greedy(observation, self._act_memory)
         if not explore:
             return greedy
-        epsilon = epsilon_at(self.config, self.explore_steps)
-        self.explore_steps += observation.obs.shape[0]
-        with np.errstate(divide="ignore"):
-            scores = np.log(avail) + self.exploration.gumbel(size=avail.shape)
-        random_actions = np.argmax(scores, axis=-1)
-        explore_mask = self.exploration.uniform(size=greedy.shape) < epsilon
-        return np.where(explore_mask, random_actions, greedy).astype(np.int64)
+        return self._explore(greedy, observation.avail_actions)
+
+    def end_episodes(self, ended: NDArray[np.bool_]) -> None:
+        """Forget ``act``'s state for the copies whose episode ended (all of it when ``ended``
+        is for another number of copies: ``act`` starts them afresh)."""
+        if self._act_memory is not None and self._act_memory.shape[0] != len(ended):
+            self._act_memory = None
+        self._act_memory = self.reset_memory(self._act_memory, ended)
+
+    # -- learning -----------------------------------------------------------------------------
 
     def _targets(self, b: Batch, greedy: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """y and Q*_target(s, u^) (for CW); computed outside the tape, so without gradient."""
@@ -199,10 +282,17 @@ class TensorFlowWQMIX:
         q_star_greedy = nets["target_central_mixer"](ops.where(live, q_greedy, 0.0), b["state"])
         return target, q_star_greedy
 
-    def update(self, batch: ReplayBatch) -> WQMIXStats:
-        """One gradient step of both losses on ``batch`` (any size: ids come from its shape)."""
-        arrays = {f.name: self._tensor(getattr(batch, f.name)) for f in fields(ReplayBatch)}
-        out = self._train_step(arrays)
+    def update(self, batch: ReplayBatch | EpisodeBatch) -> WQMIXStats:
+        """One gradient step of both losses on ``batch`` (any size: ids come from its shape):
+        transitions, or whole episodes for recurrent agents."""
+        if self.config.recurrent:
+            if not isinstance(batch, EpisodeBatch):
+                raise TypeError("recurrent WQMIX trains on an EpisodeBatch")
+            episodes = vars(episode_inputs(batch))
+            out = self._episode_step({k: self._tensor(v) for k, v in episodes.items()})
+        else:
+            fed = {f.name: self._tensor(getattr(batch, f.name)) for f in fields(ReplayBatch)}
+            out = self._train_step(fed)
         self.updates += 1
         if self.updates % self.config.target_update_interval == 0:
             self._sync_targets()
@@ -238,6 +328,73 @@ class TensorFlowWQMIX:
             "grad_norm": grad_norm,
         }  # fmt: skip
 
+    def _episode_signature(self) -> dict[str, tf.TensorSpec]:
+        """``EpisodeInputs``' fields as tensors, time and batch axes (T or T+1, B) of any size."""
+        info = self.info
+        n = info.num_agents
+        tails: dict[str, tuple[int, ...]] = {
+            "obs": (n, info.obs_dim), "state": (info.state_dim,),
+            "avail_actions": (n, info.action_dim), "actions": (n,), "agent_mask": (n,),
+            "team_reward": (), "terminated": (), "mask": (),
+        }  # fmt: skip
+        return {
+            name: tf.TensorSpec((None, None, *tail), tf.int64 if name == "actions" else tf.float32)
+            for name, tail in tails.items()
+        }
+
+    def _unroll(self, name: str, obs: tf.Tensor) -> tf.Tensor:
+        """Network ``name``'s utilities (L, B, N, A) over time-first episodes ``obs`` (L, B, N,
+        D), from a zero hidden state at each episode's first step."""
+        shape = tf.concat([tf.shape(obs)[1:3], [self.config.rnn_hidden_size]], 0)
+        q, _ = self.nets[name].unroll(obs, tf.zeros(shape, obs.dtype))
+        return q
+
+    def _episode_targets(
+        self, b: Batch, greedy: tf.Tensor, greedy_next: tf.Tensor
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """y (T, B) and Q*_target(s_t, u^_t) (for CW) from the target central networks unrolled
+        over all T+1 steps; computed outside the tape, so without gradient."""
+        ops, nets = self.ops, self.nets
+        live = b["agent_mask"] > 0.5
+        q_target = self._unroll("target_central_agent", b["obs"])
+        q_next = ops.where(live, ops.gather_last(q_target[1:], greedy_next), 0.0)
+        q_star_next = nets["target_central_mixer"](q_next, b["state"][1:])
+        target = td_target(ops, b["team_reward"], q_star_next, b["terminated"], self.config.gamma)
+        q_greedy = ops.where(live, ops.gather_last(q_target[:-1], greedy), 0.0)
+        return target, nets["target_central_mixer"](q_greedy, b["state"][:-1])
+
+    def _episode_step_eager(self, b: Batch) -> dict[str, tf.Tensor]:
+        """One gradient step on whole episodes: step t's target bootstraps from step t + 1 (the
+        observation an episode ended on, at its last step); padding is masked out."""
+        ops, nets, cfg = self.ops, self.nets, self.config
+        live, state, mask = b["agent_mask"] > 0.5, b["state"][:-1], b["mask"]
+        with tf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch([v for name in LIVE for v in variables(nets[name])])
+            q_all = masked_logits(ops, self._unroll("agent", b["obs"]), b["avail_actions"])
+            greedy_all = tf.argmax(tf.stop_gradient(q_all), axis=-1)  # (T+1, B, N)
+            greedy = greedy_all[:-1]
+            with tape.stop_recording():
+                target, q_star_greedy = self._episode_targets(b, greedy, greedy_all[1:])
+            q_taken = ops.where(live, ops.gather_last(q_all[:-1], b["actions"]), 0.0)
+            q_tot = nets["mixer"](q_taken, state)
+            q_central = self._unroll("central_agent", b["obs"][:-1])
+            q_central = ops.gather_last(q_central, b["actions"])
+            q_star = nets["central_mixer"](ops.where(live, q_central, 0.0), state)
+            weights = weights_for(
+                ops, cfg.weighting, td_error=tf.stop_gradient(q_tot) - target,
+                is_greedy=is_greedy_joint_action(ops, b["actions"], greedy, b["agent_mask"]),
+                target=target, q_central_greedy=q_star_greedy, alpha=cfg.alpha,
+            )  # fmt: skip
+            terms = wqmix_loss(ops, q_tot, q_star, target, weights, mask)
+        optimizers = [self.optimizers[name] for name in LIVE]
+        grad_norm = gradient_step(ops, tape, terms.loss, optimizers, cfg.max_grad_norm)
+        return {
+            "loss": terms.loss, "loss_qmix": terms.loss_qmix,
+            "loss_central": terms.loss_central, "weight_mean": terms.weight_mean,
+            "q_tot_mean": masked_mean(ops, tf.stop_gradient(q_tot), mask),
+            "target_mean": masked_mean(ops, target, mask), "grad_norm": grad_norm,
+        }  # fmt: skip
+
     def _sync_targets(self) -> None:
         for name in TARGETS:
             copy_into(self.nets[name], self.nets[name.removeprefix("target_")])
@@ -259,6 +416,7 @@ class TensorFlowWQMIX:
         return tensors
 
     def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
+        self._act_memory = None  # a loaded policy starts its next episode afresh
         load_module("agent", self.nets["agent"], tensors)
         if policy_only:
             return

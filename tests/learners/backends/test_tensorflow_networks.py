@@ -91,6 +91,14 @@ def test_agent_mlp(shared: bool, rnn: int | None, hidden: tuple[int, ...]) -> No
     got, got_h = ours(tf.constant(x), tf.constant(h))
     np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got_h.numpy(), want_h.detach().numpy(), rtol=1e-5, atol=1e-6)
+    # ``unroll`` (the recurrent WQMIX update's pass) and ``step`` (its acting) are the same net.
+    want, want_h = theirs.unroll(torch.tensor(x), torch.tensor(h))
+    got, got_h = ours.unroll(tf.constant(x), tf.constant(h))
+    np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got_h.numpy(), want_h.detach().numpy(), rtol=1e-5, atol=1e-6)
+    got, got_h = ours.step(tf.constant(x[0]), tf.constant(h))
+    np.testing.assert_allclose(got.numpy(), want[0].detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got_h.numpy(), want_after[0].detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_agent_ids_follow_the_input_not_a_configured_batch_size() -> None:
