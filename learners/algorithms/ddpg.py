@@ -11,23 +11,31 @@ Actions live in [-1, 1] (the env adapters scale them onto the env's bounds), so 
 ``tanh`` and the noise scale means the same thing in every env.
 
 This module holds the config and the backend-neutral math: the losses over ``Ops`` (shared with
-MADDPG, and with every backend), the exploration noise (host NumPy) and the typed stats. Each
-backend supplies the networks and the gradient step.
+MADDPG, and with every backend), the exploration noise (host NumPy), the typed stats and
+``DDPGLearner``, the host side of every backend's learner (acting with exploration, the checkpoint's
+layout). Each backend supplies the networks, the greedy forward pass and the gradient step.
 """
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
+from learners import rng as rngs
+from learners.algorithms.learner_state import NetworkState
 from learners.config import AlgorithmConfig
+from learners.envs.base import EnvInfo, Observation
 from learners.functional.losses import masked_mean
 from learners.functional.ops import A, Ops
+
+OUTPUT_INIT_SCALE = 3e-3
+"""The last layers start in [-3e-3, 3e-3], as in the DDPG paper: near-zero actions and values."""
 
 
 class DDPGConfig(AlgorithmConfig):
@@ -101,3 +109,86 @@ def gaussian_exploration(
         return actions
     noisy = actions + rng.normal(0.0, noise_std, actions.shape).astype(np.float32)
     return np.clip(noisy, -1.0, 1.0, out=noisy)
+
+
+def network_args(
+    config: DDPGConfig, info: EnvInfo, network: Literal["actor", "critic"]
+) -> dict[str, Any]:
+    """Every backend's ``MLP`` arguments for DDPG's actor, mu(o) in [-1, 1] (``tanh``), or its
+    critic, Q(o, a)."""
+    if network == "actor":
+        return {
+            "in_dim": info.obs_dim,
+            "hidden_sizes": config.hidden_sizes,
+            "out_dim": info.action_dim,
+            "tanh_output": True,
+            "output_scale": OUTPUT_INIT_SCALE,
+        }
+    return {
+        "in_dim": info.obs_dim + info.action_dim,
+        "hidden_sizes": config.hidden_sizes,
+        "out_dim": 1,
+        "output_scale": OUTPUT_INIT_SCALE,
+    }
+
+
+class DDPGLearner(NetworkState):
+    """The host side of a DDPG learner in any backend (MADDPG's learners subclass theirs).
+
+    It checks the env, keeps the exploration generator and the update counter, explores around the
+    greedy actions a backend computes, and lays out the checkpoint: the four networks, both Adams'
+    moments, ``rng/exploration`` and ``counters/updates``. A subclass builds its networks after
+    ``__init__`` and implements the abstract methods (``NetworkState``'s for every name in
+    ``networks``; the optimisers' for ``"actor"`` and ``"critic"``).
+    """
+
+    uses_state = False
+    networks = ("actor", "critic", "target_actor", "target_critic")
+
+    def __init__(self, config: DDPGConfig, info: EnvInfo, seed: int) -> None:
+        self._check_info(info)
+        self.config = config
+        self.info = info
+        self.rng = rngs.generator(seed, "exploration")
+        self.updates = 0
+
+    def _check_info(self, info: EnvInfo) -> None:
+        if info.action_kind != "continuous":
+            raise ValueError(
+                f"{type(self).__name__} needs continuous actions, not {info.action_kind}"
+            )
+
+    @abstractmethod
+    def _greedy_actions(self, observation: Observation) -> NDArray[np.float32]:
+        """The deterministic policy's actions (E, N, action_dim) on the host."""
+
+    def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
+        """The greedy actions, with Gaussian exploration noise from ``rng/exploration`` when
+        ``explore``."""
+        actions = self._greedy_actions(observation)
+        if explore:
+            return gaussian_exploration(actions, self.config.exploration_noise, self.rng)
+        return actions
+
+    def state(self) -> dict[str, NDArray[Any]]:
+        """The four networks, both Adams' moments, the exploration generator and the counter."""
+        tensors: dict[str, NDArray[Any]] = {}
+        for name in self.networks:
+            tensors.update(self._module_state(name))
+        tensors.update(self._optimizer_state("actor"))
+        tensors.update(self._optimizer_state("critic"))
+        tensors["rng/exploration"] = rngs.state_tensor(self.rng)
+        tensors["counters/updates"] = np.array(self.updates, np.int64)
+        return tensors
+
+    def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
+        """Restore ``state()``'s tensors (only the actor's with ``policy_only``)."""
+        self._load_module("actor", tensors)
+        if policy_only:
+            return
+        for name in self.networks[1:]:
+            self._load_module(name, tensors)
+        self._load_optimizer("actor", tensors)
+        self._load_optimizer("critic", tensors)
+        rngs.restore(self.rng, tensors["rng/exploration"])
+        self.updates = int(tensors["counters/updates"])

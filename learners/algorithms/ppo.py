@@ -9,13 +9,15 @@ epochs. MAPPO's critic is centralised: it sees the global state (plus the agent'
 is the same algorithm with a decentralised critic that sees only the agent's own observation: one
 implementation, two configurations (TorchRL's ``IPPOLoss`` says the same).
 
-The math (returns, distributions, losses, clipping) is in ``learners.functional``, written once;
-each backend supplies the networks and the gradient step. ``docs/algorithms.md`` has the equations.
+The math (returns, distributions, losses, clipping) is in ``learners.functional``, written once,
+and the learner's host side (memory, minibatches, stats, checkpoint layout) in
+``learners.algorithms.ppo_learner``; each backend supplies the networks and the gradient step.
+``docs/algorithms.md`` has the equations.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -25,8 +27,10 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from learners.config import AlgorithmConfig
 from learners.functional import distributions as dist
+from learners.functional.losses import PPOLoss, entropy_bonus, policy_loss, ppo_loss, value_loss
 from learners.functional.normalizer import ValueNormalizer
 from learners.functional.numpy_ops import NumpyOps
+from learners.functional.ops import A, Ops
 from learners.functional.returns import gae, normalize_advantages
 
 if TYPE_CHECKING:
@@ -197,6 +201,43 @@ def rollout_targets(
     if config.advantage_norm:
         advantages = normalize_advantages(advantages, mask)
     return RolloutTargets(advantages, returns, mask, explained)
+
+
+def minibatch_loss(
+    ops: Ops[A],
+    config: PPOConfig,
+    mb: Mapping[str, A],
+    out: A,
+    values: A,
+    log_prob: Callable[[A, A, A], A],
+    entropy: Callable[[A, A], A],
+) -> PPOLoss[A]:
+    """PPO's loss on one minibatch (``ppo_learner.TrainingRows``' arrays), from the actor's output
+    ``out`` and the critic's ``values`` (its output squeezed): the clipped surrogate, the critic's
+    loss against the returns (never the old values, seeds defect 1) and the entropy bonus, masked
+    means over live agents. ``log_prob(out, actions, avail)`` and ``entropy(out, avail)`` are the
+    policy's distribution. The terms are built in a fixed order, the entropy last: a backend's
+    autograd sums a tensor's gradient contributions in the order the graph was built."""
+    mask = mb["mask"]
+    policy = policy_loss(
+        ops,
+        log_prob(out, mb["actions"], mb["avail"]),
+        mb["log_prob_old"],
+        mb["advantages"],
+        mask,
+        config.clip_eps,
+    )
+    loss_value = value_loss(
+        ops,
+        values,
+        mb["values_old"],
+        mb["returns"],
+        mask,
+        config.value_clip_eps,
+        config.huber_delta,
+    )
+    bonus = entropy_bonus(ops, entropy(out, mb["avail"]), mask)
+    return ppo_loss(policy, loss_value, bonus, config.value_coef, config.entropy_coef)
 
 
 def explained_variance(

@@ -26,11 +26,13 @@ from numpy.typing import NDArray
 
 from learners import rng as rngs
 from learners.algorithms.ddpg import (
+    OUTPUT_INIT_SCALE,
     DDPGConfig,
+    DDPGLearner,
     DDPGStats,
     actor_loss,
     critic_loss,
-    gaussian_exploration,
+    network_args,
 )
 from learners.backends.mindspore.networks import (
     MLP,
@@ -48,8 +50,9 @@ from learners.envs.base import EnvInfo, Observation
 from learners.functional.gradients import clip_by_global_norm
 from learners.functional.returns import td_target
 
-# The last layers start in [-3e-3, 3e-3], as in the DDPG paper: near-zero actions and values.
-OUTPUT_INIT_SCALE = 3e-3
+# ``OUTPUT_INIT_SCALE`` stays importable from here for the MADDPG learner.
+__all__ = ["OPS", "OUTPUT_INIT_SCALE", "DDPGNets", "MindSporeDDPG"]
+
 OPS = MindSporeOps()
 _PLACEHOLDER = np.zeros((1,), np.float32)
 STATS = ("loss_actor", "loss_critic", "q_value", "td_target", "grad_norm_actor", "grad_norm_critic")
@@ -68,15 +71,8 @@ class DDPGNets(nn.Cell):
     def _build(
         self, config: DDPGConfig, info: EnvInfo, init: np.random.Generator, trainable: bool
     ) -> tuple[Any, Any]:
-        hidden = config.hidden_sizes
-        actor = MLP(
-            info.obs_dim, hidden, info.action_dim, init,
-            tanh_output=True, output_scale=OUTPUT_INIT_SCALE, trainable=trainable,
-        )  # fmt: skip
-        critic = MLP(
-            info.obs_dim + info.action_dim, hidden, 1, init,
-            output_scale=OUTPUT_INIT_SCALE, trainable=trainable,
-        )  # fmt: skip
+        actor = MLP(**network_args(config, info, "actor"), rng=init, trainable=trainable)
+        critic = MLP(**network_args(config, info, "critic"), rng=init, trainable=trainable)
         return actor, critic
 
     # -- the pieces MADDPG overrides -----------------------------------------------------------
@@ -175,16 +171,11 @@ class DDPGUpdate(nn.Cell):
         return ops.stack((loss_actor, loss_critic, q_value, td_mean, norm_actor, norm_critic))
 
 
-class MindSporeDDPG:
-    """DDPG's networks, optimisers and exploration generator in MindSpore."""
-
-    uses_state = False
-    networks = ("actor", "critic", "target_actor", "target_critic")
+class MindSporeDDPG(DDPGLearner):
+    """DDPG's networks and optimisers in MindSpore."""
 
     def __init__(self, config: DDPGConfig, info: EnvInfo, device: str, seed: int) -> None:
-        self._check_info(info)
-        self.config = config
-        self.info = info
+        super().__init__(config, info, seed)
         self.device = device
         self.ops = OPS
         self.nets = self._build_nets(rngs.generator(seed, "init"))
@@ -194,15 +185,7 @@ class MindSporeDDPG:
         self._update_cell = DDPGUpdate(
             self.nets, self.actor_optimizer, self.critic_optimizer, config
         )
-        self.rng = rngs.generator(seed, "exploration")
-        self.updates = 0
         self.set_compiled(True)
-
-    def _check_info(self, info: EnvInfo) -> None:
-        if info.action_kind != "continuous":
-            raise ValueError(
-                f"{type(self).__name__} needs continuous actions, not {info.action_kind}"
-            )
 
     def _build_nets(self, init: np.random.Generator) -> DDPGNets:
         return DDPGNets(self.config, self.info, init)
@@ -228,12 +211,9 @@ class MindSporeDDPG:
         the same signature from inputs of a fixed size."""
         return self._tensor(array if array.size else _PLACEHOLDER)
 
-    def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
+    def _greedy_actions(self, observation: Observation) -> NDArray[np.float32]:
         obs, avail = self._tensor(observation.obs), self._input(observation.avail_actions)
-        actions = np.asarray(self._act(obs, avail).asnumpy())
-        if explore:
-            return gaussian_exploration(actions, self.config.exploration_noise, self.rng)
-        return actions
+        return np.asarray(self._act(obs, avail).asnumpy())
 
     def _update_noise(self, batch: ReplayBatch) -> NDArray[np.float32]:
         """The actor update's relaxation noise (MADDPG's discrete actions); none for DDPG."""
@@ -255,26 +235,14 @@ class MindSporeDDPG:
         return DDPGStats(**{name: float(v) for name, v in zip(STATS, out, strict=True)})
 
     # -- state ---------------------------------------------------------------------------------
-    def policy_tensor_names(self) -> list[str]:
-        return sorted(module_state("actor", self.actor))
+    def _module_state(self, name: str) -> dict[str, NDArray[Any]]:
+        return module_state(name, getattr(self.nets, name))
 
-    def state(self) -> dict[str, NDArray[Any]]:
-        tensors: dict[str, NDArray[Any]] = {}
-        for name in self.networks:
-            tensors.update(module_state(name, getattr(self.nets, name)))
-        tensors.update(self.actor_optimizer.state("actor", "actor"))
-        tensors.update(self.critic_optimizer.state("critic", "critic"))
-        tensors["rng/exploration"] = rngs.state_tensor(self.rng)
-        tensors["counters/updates"] = np.array(self.updates, np.int64)
-        return tensors
+    def _optimizer_state(self, name: str) -> dict[str, NDArray[Any]]:
+        return getattr(self, f"{name}_optimizer").state(name, name)
 
-    def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
-        load_module("actor", self.actor, tensors)
-        if policy_only:
-            return
-        for name in self.networks[1:]:
-            load_module(name, getattr(self.nets, name), tensors)
-        self.actor_optimizer.load_state("actor", "actor", tensors)
-        self.critic_optimizer.load_state("critic", "critic", tensors)
-        rngs.restore(self.rng, tensors["rng/exploration"])
-        self.updates = int(tensors["counters/updates"])
+    def _load_module(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
+        load_module(name, getattr(self.nets, name), tensors)
+
+    def _load_optimizer(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
+        getattr(self, f"{name}_optimizer").load_state(name, name, tensors)

@@ -10,8 +10,9 @@ normalisation are the shared host-side ``rollout_targets``. Exploration noise an
 come from NumPy generators drawn in the torch learner's order, so from one checkpoint both backends
 sample the same actions and train on the same minibatches.
 
-The host side is here: rollouts, the value pass, minibatching, checkpoints. The compiled cells are
-in ``ppo_nets``: one graph call per rollout step (the actor), one per minibatch (the whole gradient
+The host side every backend shares (memory, minibatches, stats, checkpoint bookkeeping) is
+``learners.algorithms.ppo_learner.PPOLearner``; this module feeds the compiled cells of
+``ppo_nets``: one graph call per rollout step (the actor), one per minibatch (the whole gradient
 step), and one per rollout for the values (one per step for a recurrent critic). Minibatches are
 padded with masked-out rows to one size per rollout shape, so a graph is compiled once per shape,
 not once per minibatch: a masked mean does not see rows whose mask is zero.
@@ -29,12 +30,12 @@ from mindspore import Tensor
 from numpy.typing import NDArray
 
 from learners import rng
-from learners.algorithms.ppo import PPOConfig, PPOStats, learning_rate_at, rollout_targets
+from learners.algorithms.ppo import PPOConfig
+from learners.algorithms.ppo_learner import PPOLearner, TrainingRows
 from learners.backends.mindspore.networks import load_module, module_state, named_parameters
 from learners.backends.mindspore.optim import TorchAdam
 from learners.backends.mindspore.ppo_nets import (
     OPS,
-    PPO_TERMS,
     Actor,
     ActStep,
     CriticInput,
@@ -44,13 +45,11 @@ from learners.backends.mindspore.ppo_nets import (
     ValuePass,
     critic,
 )
-from learners.buffers.rollout import RolloutBuffer, RolloutStep
+from learners.buffers.rollout import RolloutBuffer
 from learners.envs.base import EnvInfo, Observation
-from learners.functional.normalizer import ValueNormalizer
 
 Memory = Tensor | None
 """The actor's GRU state of the training copies, (E, N, H); None for feed-forward policies."""
-Arrays = dict[str, NDArray[Any]]
 
 # Stands in for an input a configuration does not use (a feed-forward network's hidden state, the
 # empty action mask of continuous actions): every cell keeps one signature.
@@ -70,22 +69,13 @@ def padded_size(rows: int, parts: int, recurrent: bool) -> int:
     return 1 << (size - 1).bit_length() if size <= 16 else 16 * math.ceil(size / 16)
 
 
-def _pad(array: NDArray[Any], axis: int, size: int) -> NDArray[Any]:
-    missing = size - array.shape[axis]
-    if missing == 0:
-        return array
-    widths = [(0, 0)] * array.ndim
-    widths[axis] = (0, missing)
-    return np.pad(array, widths)
-
-
-class MindSporePPO:
+class MindSporePPO(PPOLearner[Tensor]):
     """The MindSpore MAPPO/IPPO learner (``learners.runners.on_policy`` drives it)."""
 
     def __init__(self, config: PPOConfig, info: EnvInfo, device: str, seed: int) -> None:
-        self.config, self.info, self.device = config, info, device
+        super().__init__(config, info, seed)
+        self.device = device
         self.ops = OPS
-        self.discrete = info.action_kind == "discrete"
         init = rng.generator(seed, "init")
         self.actor = Actor(config, info, init)
         self.critic = critic(config, info, init)
@@ -103,14 +93,6 @@ class MindSporePPO:
             if config.recurrent
             else ValuePass(self.critic, critic_input),
         }
-        self.normalizer = ValueNormalizer()
-        self.exploration = rng.generator(seed, "exploration")
-        self.minibatch_rng = rng.generator(seed, "minibatches")
-        self.updates = 0
-        self.learning_rate = config.learning_rate
-        self._act_memory: Memory = None
-        # The critic's GRU state at the start of the next rollout (None: zeros).
-        self._critic_start: NDArray[np.float32] | None = None
         self.set_compiled(True)
 
     def _adam(self, net: Any) -> TorchAdam:
@@ -129,23 +111,6 @@ class MindSporePPO:
 
     # -- acting -------------------------------------------------------------------------------
 
-    def initial_memory(self, num_envs: int) -> Memory:
-        """The actor's state for ``num_envs`` copies starting new episodes (the critic's too)."""
-        self._critic_start = None
-        if not self.config.recurrent:
-            return None
-        return self._zeros_state(num_envs)
-
-    def _zeros_state(self, num_envs: int) -> Tensor:
-        shape = (num_envs, self.info.num_agents, self.config.rnn_hidden_size)
-        return self._tensor(np.zeros(shape, np.float32))
-
-    def reset_memory(self, memory: Memory, ended: NDArray[np.bool_]) -> Memory:
-        """``memory`` with the copies whose episode ended set back to zero."""
-        if memory is None or not ended.any():
-            return memory
-        return memory * self._tensor((~ended).astype(np.float32)[:, None, None])
-
     def _tensor(self, x: NDArray[Any]) -> Tensor:
         return self.ops.asarray(x if x.size else _PLACEHOLDER)
 
@@ -159,12 +124,11 @@ class MindSporePPO:
             return self.exploration.gumbel(size=shape).astype(np.float32)
         return self.exploration.standard_normal(size=shape, dtype=np.float32)
 
-    def _env_actions(self, actions: NDArray[Any]) -> NDArray[Any]:
-        return actions if self.discrete else np.clip(actions, -1.0, 1.0)
-
-    def _act(
+    def _policy_step(
         self, observation: Observation, memory: Memory, explore: bool
     ) -> tuple[NDArray[Any], NDArray[np.float32], Memory]:
+        """One compiled call: the actor's forward pass, the actions from host-drawn noise and their
+        log-probabilities."""
         noise = self._noise(observation.obs.shape[:2], explore)
         h = self._tensor(_PLACEHOLDER) if memory is None else memory
         actions, log_prob, h_next = self._act_step(
@@ -172,33 +136,6 @@ class MindSporePPO:
             self._tensor(noise), h,
         )  # fmt: skip
         return actions.asnumpy(), log_prob.asnumpy(), None if memory is None else h_next
-
-    def rollout_step(self, observation: Observation, memory: Memory) -> tuple[RolloutStep, Memory]:
-        """Sample actions for every copy and agent with their log-probabilities (one compiled
-        call); the critic values the rollout afterwards, in ``update``."""
-        actions, log_prob, memory_next = self._act(observation, memory, explore=True)
-        step = RolloutStep(
-            actions=actions,
-            env_actions=self._env_actions(actions),
-            log_prob=log_prob,
-            hidden=None if memory is None else memory.asnumpy(),
-        )
-        return step, memory_next
-
-    def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
-        """Actions for a batched observation (evaluation, replays); a recurrent policy carries its
-        own GRU state between calls (``end_episodes`` clears it)."""
-        num_envs = observation.obs.shape[0]
-        if self.config.recurrent and (
-            self._act_memory is None or self._act_memory.shape[0] != num_envs
-        ):
-            self._act_memory = self._zeros_state(num_envs)
-        actions, _, self._act_memory = self._act(observation, self._act_memory, explore)
-        return self._env_actions(actions)
-
-    def end_episodes(self, ended: NDArray[np.bool_]) -> None:
-        """Forget ``act``'s GRU state for the copies whose episode ended."""
-        self._act_memory = self.reset_memory(self._act_memory, ended)
 
     # -- the value pass -------------------------------------------------------------------------
 
@@ -213,13 +150,10 @@ class MindSporePPO:
             buffer.set_values(*(np.asarray(v.asnumpy()) for v in outputs))
             return
         steps, envs = buffer.length, buffer.info.num_envs
-        h = self._critic_start
-        if h is None or h.shape[0] != envs:
-            h = np.zeros((envs, self.info.num_agents, self.config.rnn_hidden_size), np.float32)
         starts = np.concatenate([np.zeros((1, envs)), buffer.episode_end[:-1]]).astype(np.float32)
         values = np.zeros((steps, envs, self.info.num_agents), np.float32)
         final = np.zeros_like(values)
-        state = t(h)
+        state = self._critic_memory(envs)
         for i in range(steps):
             value, final_value, before, state = self._value_step(
                 t(buffer.obs[i]), t(buffer.state[i]), t(buffer.final_obs[i]),
@@ -230,118 +164,44 @@ class MindSporePPO:
         # The next rollout starts from the state after the last step, reset where that step
         # ended an episode; the bootstrap value follows from it.
         ended = buffer.episode_end[-1].astype(np.float32)
-        last_state = state.asnumpy() * (1.0 - ended)[:, None, None]
-        self._critic_start = last_state
+        self._critic_start = t(state.asnumpy() * (1.0 - ended)[:, None, None])
         no_reset = np.zeros(envs, np.float32)
         last, _, _, _ = self._value_step(
             t(buffer.last_obs), t(buffer.last_state), t(buffer.last_obs), t(buffer.last_state),
-            t(last_state), t(no_reset),
+            self._critic_start, t(no_reset),
         )  # fmt: skip
         buffer.set_values(values, final, np.asarray(last.asnumpy()))
 
     # -- learning -----------------------------------------------------------------------------
 
-    def lr_decay(self, step: int, total_steps: int) -> float:
-        """Set the step size for env step ``step`` of ``total_steps``; returns it."""
-        self.learning_rate = learning_rate_at(self.config, step, total_steps)
+    def _set_learning_rate(self, learning_rate: float) -> None:
         for optimizer in self.optimizers.values():
-            optimizer.learning_rate = self.learning_rate
-        return self.learning_rate
+            optimizer.learning_rate = learning_rate
 
-    def update(self, buffer: RolloutBuffer) -> PPOStats:
-        """Value the rollout in ``buffer``, then ``epochs`` passes of minibatch PPO over it."""
-        self._value_pass(buffer)
-        targets = rollout_targets(self.config, buffer, self.normalizer)
-        data = self._rollout_arrays(buffer, targets.advantages, targets.returns)
-        outputs = []
-        for minibatch in self._minibatches(buffer, data):
-            hyper = [self.optimizers[name].next_hyper() for name in ("actor", "critic")]
-            outputs.append(self._train_step(*hyper, *(self._tensor(minibatch[k]) for k in _FIELDS)))
-        self.updates += 1
-        # One read-back per update: the minibatches' terms stay in the graph's outputs till here.
-        means = np.mean(np.stack([o.asnumpy() for o in outputs]).astype(np.float64), axis=0)
-        stats = dict(zip((*PPO_TERMS, "grad_norm"), (float(v) for v in means), strict=True))
-        return PPOStats(
-            **stats, learning_rate=self.learning_rate, explained_variance=targets.explained_variance
-        )
-
-    def _rollout_arrays(
-        self, buffer: RolloutBuffer, advantages: NDArray[np.float32], returns: NDArray[np.float32]
-    ) -> Arrays:
-        data = {
-            "obs": buffer.obs,
-            "state": buffer.state,
-            "avail": buffer.avail_actions,
-            "actions": buffer.actions,
-            "log_prob_old": buffer.log_prob,
-            "values_old": buffer.values,
-            "returns": returns,
-            "advantages": advantages,
-            "mask": buffer.agent_mask,
-        }
-        if self.config.recurrent:
-            data["actor_hidden"] = buffer.actor_hidden
-            data["critic_hidden"] = buffer.critic_hidden
-        return data
-
-    def _minibatches(self, buffer: RolloutBuffer, data: Arrays) -> Iterator[Arrays]:
-        """Shuffled minibatches: of (step, env) rows, or of padded chunks when recurrent. The
-        shuffles come from the same generator, in the same order, as in the torch learner; each
-        minibatch is padded with masked-out rows to ``padded_size``."""
+    def _train(self, rows: TrainingRows, minibatches: Iterator[NDArray[np.int64]]) -> NDArray[Any]:
+        """Each minibatch padded to ``padded_size`` rows, its inputs in ``_FIELDS`` order (a
+        feed-forward network's hidden states are placeholders)."""
         cfg = self.config
-        hidden: Arrays = {}
-        if cfg.recurrent:
-            chunks = buffer.chunks(cfg.chunk_length)
-            hidden = {k: chunks.first(data.pop(k)) for k in ("actor_hidden", "critic_hidden")}
-            # Time first: (L, C, ...); padding is masked through ``filled``.
-            seq = {k: np.swapaxes(chunks.gather(v), 0, 1) for k, v in data.items()}
-            seq["mask"] = seq["mask"] * chunks.filled.T[..., None]
-            rows, axis = len(chunks.env), 1
-        else:
-            rows, axis = buffer.length * buffer.info.num_envs, 0
-            # An explicit row count: ``-1`` cannot be inferred for continuous actions' (T, E, N, 0)
-            # ``avail`` array.
-            seq = {k: v.reshape(rows, *v.shape[2:]) for k, v in data.items()}
-            seq.update(actor_hidden=_PLACEHOLDER, critic_hidden=_PLACEHOLDER)
-        parts = min(cfg.minibatches, rows)
-        size = padded_size(rows, parts, cfg.recurrent)
-        for _ in range(cfg.epochs):
-            order = self.minibatch_rng.permutation(rows)
-            for part in np.array_split(order, parts):
-                minibatch = {
-                    k: v if v is _PLACEHOLDER else _pad(np.take(v, part, axis=axis), axis, size)
-                    for k, v in seq.items()
-                }
-                minibatch.update({k: _pad(v[part], 0, size) for k, v in hidden.items()})
-                yield minibatch
+        size = padded_size(rows.count, min(cfg.minibatches, rows.count), cfg.recurrent)
+        outputs = []
+        for part in minibatches:
+            minibatch = rows.take(part, pad_to=size)
+            hyper = [self.optimizers[name].next_hyper() for name in ("actor", "critic")]
+            inputs = (self._tensor(minibatch.get(k, _PLACEHOLDER)) for k in _FIELDS)
+            outputs.append(self._train_step(*hyper, *inputs))
+        # One read-back per update: the minibatches' terms stay in the graph's outputs till here.
+        return np.stack([o.asnumpy() for o in outputs]).astype(np.float64)
 
     # -- checkpoints ----------------------------------------------------------------------------
 
-    def policy_tensor_names(self) -> list[str]:
-        return sorted(module_state("actor", self.actor))
+    def _module_state(self, name: str) -> dict[str, NDArray[Any]]:
+        return module_state(name, self.nets[name])
 
-    def state(self) -> dict[str, NDArray[Any]]:
-        """Networks, Adam's moments, the value normaliser, random generators and counters."""
-        tensors: dict[str, NDArray[Any]] = {}
-        for name, net in self.nets.items():
-            tensors.update(module_state(name, net))
-            tensors.update(self.optimizers[name].state(name, name))
-        tensors["value_norm"] = self.normalizer.state()
-        tensors["rng/exploration"] = rng.state_tensor(self.exploration)
-        tensors["rng/minibatches"] = rng.state_tensor(self.minibatch_rng)
-        tensors["counters/updates"] = np.array(self.updates, np.int64)
-        return tensors
+    def _optimizer_state(self, name: str) -> dict[str, NDArray[Any]]:
+        return self.optimizers[name].state(name, name)
 
-    def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
-        """Restore ``state()``'s tensors (only the actor's with ``policy_only``)."""
-        load_module("actor", self.actor, tensors)
-        self._act_memory = self._critic_start = None
-        if policy_only:
-            return
-        load_module("critic", self.critic, tensors)
-        for name in self.nets:
-            self.optimizers[name].load_state(name, name, tensors)
-        self.normalizer.load_state(tensors["value_norm"])
-        rng.restore(self.exploration, tensors["rng/exploration"])
-        rng.restore(self.minibatch_rng, tensors["rng/minibatches"])
-        self.updates = int(tensors["counters/updates"])
+    def _load_module(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
+        load_module(name, self.nets[name], tensors)
+
+    def _load_optimizer(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
+        self.optimizers[name].load_state(name, name, tensors)

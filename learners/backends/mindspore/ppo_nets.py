@@ -20,6 +20,7 @@ import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 
 from learners.algorithms.ppo import PPOConfig
+from learners.algorithms.ppo_learner import HEAD_GAIN, initial_log_std, network_args
 from learners.backends.mindspore.agent_nets import AgentMLP
 from learners.backends.mindspore.losses import policy_terms
 from learners.backends.mindspore.networks import parameter, parameters
@@ -31,7 +32,6 @@ from learners.functional.gradients import clip_by_global_norm
 from learners.functional.losses import entropy_bonus, value_loss
 
 OPS = MindSporeOps()
-PPO_TERMS = ("loss", "loss_policy", "loss_value", "entropy", "approx_kl", "clip_fraction")
 
 
 class Actor(AgentMLP):
@@ -39,16 +39,12 @@ class Actor(AgentMLP):
 
     def __init__(self, config: PPOConfig, info: EnvInfo, init: np.random.Generator) -> None:
         super().__init__(
-            info.obs_dim, config.hidden_sizes, info.action_dim, info.num_agents,
-            shared=config.share_parameters, activation=config.activation,
-            rnn_hidden_size=config.rnn_hidden_size if config.recurrent else None,
-            rng=init, head_gain=0.01,
-        )  # fmt: skip
+            **network_args(config, info, "actor"), rng=init, head_gain=HEAD_GAIN["actor"]
+        )
         self.discrete = info.action_kind == "discrete"
-        if not self.discrete:
-            lead = () if config.share_parameters else (info.num_agents,)
-            value = np.full((*lead, info.action_dim), config.log_std_init, np.float32)
-            self.log_std: Parameter = parameter(value, "log_std")
+        log_std = initial_log_std(config, info)
+        if log_std is not None:
+            self.log_std: Parameter = parameter(log_std, "log_std")
 
     def log_prob(self, out: Tensor, actions: Tensor, avail: Tensor) -> Tensor:
         """log pi(a | o) of ``actions`` given the network's output ``out``."""
@@ -72,13 +68,7 @@ class Actor(AgentMLP):
 
 def critic(config: PPOConfig, info: EnvInfo, init: np.random.Generator) -> AgentMLP:
     """The value network: on the global state (MAPPO) or the agent's own observation (IPPO)."""
-    inputs = info.state_dim if config.centralised_critic else info.obs_dim
-    return AgentMLP(
-        inputs, config.hidden_sizes, 1, info.num_agents,
-        shared=config.share_parameters, activation=config.activation,
-        rnn_hidden_size=config.rnn_hidden_size if config.recurrent else None,
-        rng=init, head_gain=1.0,
-    )  # fmt: skip
+    return AgentMLP(**network_args(config, info, "critic"), rng=init, head_gain=HEAD_GAIN["critic"])
 
 
 class CriticInput(nn.Cell):
@@ -161,7 +151,7 @@ class RecurrentValueStep(nn.Cell):
 
 class PPOLossCell(nn.Cell):
     """One minibatch's loss = loss_policy + value_coef * loss_value - entropy_coef * entropy, with
-    the other terms as auxiliary outputs (``PPO_TERMS`` after ``loss``)."""
+    the other terms as auxiliary outputs (``PPOLoss``'s fields after ``loss``)."""
 
     def __init__(self, actor: Actor, net: AgentMLP, critic_input: CriticInput, config: PPOConfig):
         super().__init__()
@@ -193,7 +183,8 @@ class PPOLossCell(nn.Cell):
 class TrainStep(nn.Cell):
     """One gradient step on a minibatch: the gradient of the combined loss over every parameter,
     clipped by their global norm (only when ``max_grad_norm`` is set, never per tensor: seeds
-    defects 3 and 5), then each network's Adam step. Returns ``PPO_TERMS`` and the norm, stacked."""
+    defects 3 and 5), then each network's Adam step. Returns the loss terms and the norm stacked in
+    ``learners.algorithms.ppo_learner.TRAIN_TERMS``' order."""
 
     def __init__(
         self, loss: PPOLossCell, actor_optim: TorchAdam, critic_optim: TorchAdam,

@@ -25,11 +25,13 @@ from numpy.typing import NDArray
 
 from learners import rng as rngs
 from learners.algorithms.ddpg import (
+    OUTPUT_INIT_SCALE,
     DDPGConfig,
+    DDPGLearner,
     DDPGStats,
     actor_loss,
     critic_loss,
-    gaussian_exploration,
+    network_args,
 )
 from learners.backends.tensorflow.networks import (
     MLP,
@@ -46,22 +48,17 @@ from learners.buffers.replay import ReplayBatch
 from learners.envs.base import EnvInfo, Observation
 from learners.functional.returns import td_target
 
-# The last layers start in [-3e-3, 3e-3], as in the DDPG paper: near-zero actions and values.
-OUTPUT_INIT_SCALE = 3e-3
+# ``OUTPUT_INIT_SCALE`` stays importable from here for the MADDPG learner.
+__all__ = ["OUTPUT_INIT_SCALE", "Batch", "TensorFlowDDPG"]
 
 Batch = dict[str, tf.Tensor]
 
 
-class TensorFlowDDPG:
-    """DDPG's networks, optimisers and exploration generator in TensorFlow."""
-
-    uses_state = False
-    networks = ("actor", "critic", "target_actor", "target_critic")
+class TensorFlowDDPG(DDPGLearner):
+    """DDPG's networks and optimisers in TensorFlow."""
 
     def __init__(self, config: DDPGConfig, info: EnvInfo, device: str, seed: int) -> None:
-        self._check_info(info)
-        self.config = config
-        self.info = info
+        super().__init__(config, info, seed)
         self.device = tf_device(device)
         self.ops = TensorFlowOps(self.device)
         init = rngs.generator(seed, "init")
@@ -72,26 +69,13 @@ class TensorFlowDDPG:
             copy_into(self.target_critic, self.critic)
             self.actor_optimizer = TorchAdam(self.actor.params, config.learning_rate_actor)
             self.critic_optimizer = TorchAdam(self.critic.params, config.learning_rate_critic)
-        self.rng = rngs.generator(seed, "exploration")
-        self.updates = 0
         self.set_compiled(True)
 
-    def _check_info(self, info: EnvInfo) -> None:
-        if info.action_kind != "continuous":
-            raise ValueError(
-                f"{type(self).__name__} needs continuous actions, not {info.action_kind}"
-            )
-
     def _build_networks(self, init: np.random.Generator, trainable: bool) -> tuple[Any, Any]:
-        info, hidden = self.info, self.config.hidden_sizes
-        actor = MLP(
-            info.obs_dim, hidden, info.action_dim, init,
-            tanh_output=True, output_scale=OUTPUT_INIT_SCALE, trainable=trainable,
-        )  # fmt: skip
+        actor = MLP(**network_args(self.config, self.info, "actor"), rng=init, trainable=trainable)
         critic = MLP(
-            info.obs_dim + info.action_dim, hidden, 1, init,
-            output_scale=OUTPUT_INIT_SCALE, trainable=trainable,
-        )  # fmt: skip
+            **network_args(self.config, self.info, "critic"), rng=init, trainable=trainable
+        )
         return actor, critic
 
     def set_compiled(self, compiled: bool) -> None:
@@ -131,12 +115,9 @@ class TensorFlowDDPG:
     def _act_step_eager(self, obs: tf.Tensor, avail: tf.Tensor) -> tf.Tensor:
         return self._policy(obs, avail)
 
-    def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
+    def _greedy_actions(self, observation: Observation) -> NDArray[np.float32]:
         obs, avail = self._tensor(observation.obs), self._tensor(observation.avail_actions)
-        actions = np.asarray(self._act_step(obs, avail).numpy())
-        if explore:
-            return gaussian_exploration(actions, self.config.exploration_noise, self.rng)
-        return actions
+        return np.asarray(self._act_step(obs, avail).numpy())
 
     def _batch(self, batch: ReplayBatch) -> Batch:
         arrays = {f.name: getattr(batch, f.name) for f in fields(ReplayBatch)}
@@ -180,26 +161,14 @@ class TensorFlowDDPG:
         }
 
     # -- state ---------------------------------------------------------------------------------
-    def policy_tensor_names(self) -> list[str]:
-        return sorted(module_state("actor", self.actor))
+    def _module_state(self, name: str) -> dict[str, NDArray[Any]]:
+        return module_state(name, getattr(self, name))
 
-    def state(self) -> dict[str, NDArray[Any]]:
-        tensors: dict[str, NDArray[Any]] = {}
-        for name in self.networks:
-            tensors.update(module_state(name, getattr(self, name)))
-        tensors.update(self.actor_optimizer.state("actor", "actor"))
-        tensors.update(self.critic_optimizer.state("critic", "critic"))
-        tensors["rng/exploration"] = rngs.state_tensor(self.rng)
-        tensors["counters/updates"] = np.array(self.updates, np.int64)
-        return tensors
+    def _optimizer_state(self, name: str) -> dict[str, NDArray[Any]]:
+        return getattr(self, f"{name}_optimizer").state(name, name)
 
-    def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
-        load_module("actor", self.actor, tensors)
-        if policy_only:
-            return
-        for name in self.networks[1:]:
-            load_module(name, getattr(self, name), tensors)
-        self.actor_optimizer.load_state("actor", "actor", tensors)
-        self.critic_optimizer.load_state("critic", "critic", tensors)
-        rngs.restore(self.rng, tensors["rng/exploration"])
-        self.updates = int(tensors["counters/updates"])
+    def _load_module(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
+        load_module(name, getattr(self, name), tensors)
+
+    def _load_optimizer(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
+        getattr(self, f"{name}_optimizer").load_state(name, name, tensors)

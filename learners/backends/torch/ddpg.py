@@ -22,13 +22,14 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from learners import rng as rngs
 from learners.algorithms.ddpg import (
+    OUTPUT_INIT_SCALE,
     DDPGConfig,
+    DDPGLearner,
     DDPGStats,
     actor_loss,
     critic_loss,
-    gaussian_exploration,
+    network_args,
 )
 from learners.backends.torch.networks import (
     MLP,
@@ -45,20 +46,15 @@ from learners.buffers.replay import ReplayBatch
 from learners.envs.base import EnvInfo, Observation
 from learners.functional.returns import td_target
 
-# The last layers start in [-3e-3, 3e-3], as in the DDPG paper: near-zero actions and values.
-OUTPUT_INIT_SCALE = 3e-3
+# ``OUTPUT_INIT_SCALE`` stays importable from here for the MADDPG learner.
+__all__ = ["OUTPUT_INIT_SCALE", "TorchDDPG"]
 
 
-class TorchDDPG:
-    """DDPG's networks, optimisers and exploration generator on one torch device."""
-
-    uses_state = False
-    networks = ("actor", "critic", "target_actor", "target_critic")
+class TorchDDPG(DDPGLearner):
+    """DDPG's networks and optimisers on one torch device."""
 
     def __init__(self, config: DDPGConfig, info: EnvInfo, device: str, seed: int) -> None:
-        self._check_info(info)
-        self.config = config
-        self.info = info
+        super().__init__(config, info, seed)
         self.device = torch.device(device)
         self.ops = TorchOps(self.device)
         with seeded_init(seed):
@@ -71,21 +67,10 @@ class TorchDDPG:
         self.critic_params = list(self.critic.parameters())
         self.actor_optimizer = torch.optim.Adam(self.actor_params, lr=config.learning_rate_actor)
         self.critic_optimizer = torch.optim.Adam(self.critic_params, lr=config.learning_rate_critic)
-        self.rng = rngs.generator(seed, "exploration")
-        self.updates = 0
-
-    def _check_info(self, info: EnvInfo) -> None:
-        if info.action_kind != "continuous":
-            raise ValueError(
-                f"{type(self).__name__} needs continuous actions, not {info.action_kind}"
-            )
 
     def _build_networks(self) -> tuple[nn.Module, nn.Module]:
-        info, hidden = self.info, self.config.hidden_sizes
-        actor = MLP(
-            info.obs_dim, hidden, info.action_dim, tanh_output=True, output_scale=OUTPUT_INIT_SCALE
-        )
-        critic = MLP(info.obs_dim + info.action_dim, hidden, 1, output_scale=OUTPUT_INIT_SCALE)
+        actor = MLP(**network_args(self.config, self.info, "actor"))
+        critic = MLP(**network_args(self.config, self.info, "critic"))
         return actor, critic
 
     # -- the pieces MADDPG overrides -----------------------------------------------------------
@@ -110,13 +95,10 @@ class TorchDDPG:
     def _tensor(self, array: NDArray[Any]) -> torch.Tensor:
         return torch.as_tensor(array, device=self.device)
 
-    def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
+    def _greedy_actions(self, observation: Observation) -> NDArray[np.float32]:
         with torch.no_grad():
             obs, avail = self._tensor(observation.obs), self._tensor(observation.avail_actions)
-            actions = self._policy(obs, avail).cpu().numpy()
-        if explore:
-            return gaussian_exploration(actions, self.config.exploration_noise, self.rng)
-        return actions
+            return self._policy(obs, avail).cpu().numpy()
 
     def update(self, batch: ReplayBatch) -> DDPGStats:
         ops, cfg = self.ops, self.config
@@ -154,26 +136,16 @@ class TorchDDPG:
         )
 
     # -- state ---------------------------------------------------------------------------------
-    def policy_tensor_names(self) -> list[str]:
-        return sorted(module_state("actor", self.actor))
+    def _module_state(self, name: str) -> dict[str, NDArray[Any]]:
+        return module_state(name, getattr(self, name))
 
-    def state(self) -> dict[str, NDArray[Any]]:
-        tensors: dict[str, NDArray[Any]] = {}
-        for name in self.networks:
-            tensors.update(module_state(name, getattr(self, name)))
-        tensors.update(optimizer_state("actor", self.actor_optimizer, "actor", self.actor))
-        tensors.update(optimizer_state("critic", self.critic_optimizer, "critic", self.critic))
-        tensors["rng/exploration"] = rngs.state_tensor(self.rng)
-        tensors["counters/updates"] = np.array(self.updates, np.int64)
-        return tensors
+    def _optimizer_state(self, name: str) -> dict[str, NDArray[Any]]:
+        optimizer = getattr(self, f"{name}_optimizer")
+        return optimizer_state(name, optimizer, name, getattr(self, name))
 
-    def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
-        load_module("actor", self.actor, tensors)
-        if policy_only:
-            return
-        for name in self.networks[1:]:
-            load_module(name, getattr(self, name), tensors)
-        load_optimizer("actor", self.actor_optimizer, "actor", self.actor, tensors)
-        load_optimizer("critic", self.critic_optimizer, "critic", self.critic, tensors)
-        rngs.restore(self.rng, tensors["rng/exploration"])
-        self.updates = int(tensors["counters/updates"])
+    def _load_module(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
+        load_module(name, getattr(self, name), tensors)
+
+    def _load_optimizer(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
+        optimizer = getattr(self, f"{name}_optimizer")
+        load_optimizer(name, optimizer, name, getattr(self, name), tensors)

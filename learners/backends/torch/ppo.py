@@ -6,9 +6,11 @@ maps the global state (MAPPO, ``MAPPOConfig.centralised_critic``) or the agent's
 (IPPO) to a value. Both compute all env copies and all agents in one forward pass.
 
 Everything that is math lives in ``learners.functional`` (distributions, PPO losses, global-norm
-clipping) and ``learners.algorithms.ppo`` (GAE, value normalisation, learning-rate schedule); this
-module supplies the networks, the device placement and the gradient step. Exploration noise comes
-from a NumPy generator, so its stream is the same in every backend and resumes exactly.
+clipping) and ``learners.algorithms.ppo`` (GAE, value normalisation, learning-rate schedule), and
+the host side of the learner (memory, minibatches, stats, checkpoint bookkeeping) in
+``learners.algorithms.ppo_learner``; this module supplies the networks, the device placement, the
+value pass and the gradient step. Exploration noise comes from a NumPy generator, so its stream is
+the same in every backend and resumes exactly.
 """
 
 from __future__ import annotations
@@ -20,13 +22,13 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from learners import rng
-from learners.algorithms.ppo import (
-    PPOConfig,
-    PPOStats,
-    learning_rate_at,
-    rollout_targets,
-    sample_actions,
+from learners.algorithms.ppo import PPOConfig, minibatch_loss, sample_actions
+from learners.algorithms.ppo_learner import (
+    HEAD_GAIN,
+    PPOLearner,
+    TrainingRows,
+    initial_log_std,
+    network_args,
 )
 from learners.backends.torch.agent_nets import AgentMLP
 from learners.backends.torch.networks import (
@@ -36,12 +38,11 @@ from learners.backends.torch.networks import (
     optimizer_state,
 )
 from learners.backends.torch.ops import TorchOps
-from learners.buffers.rollout import RolloutBuffer, RolloutStep
+from learners.buffers.rollout import RolloutBuffer
 from learners.envs.base import EnvInfo, Observation
 from learners.functional import distributions as dist
 from learners.functional.gradients import clip_by_global_norm
-from learners.functional.losses import PPOLoss, entropy_bonus, policy_loss, ppo_loss, value_loss
-from learners.functional.normalizer import ValueNormalizer
+from learners.functional.losses import PPOLoss
 
 Memory = torch.Tensor | None
 """The actor's GRU state of the training copies, (E, N, H); None for feed-forward policies."""
@@ -51,53 +52,29 @@ class Actor(AgentMLP):
     """The policy network; continuous actions add ``log_std`` ((A,) shared or (N, A))."""
 
     def __init__(self, config: PPOConfig, info: EnvInfo) -> None:
-        super().__init__(
-            info.obs_dim,
-            config.hidden_sizes,
-            info.action_dim,
-            info.num_agents,
-            shared=config.share_parameters,
-            activation=config.activation,
-            rnn_hidden_size=config.rnn_hidden_size if config.recurrent else None,
-        )
+        super().__init__(**network_args(config, info, "actor"))
+        log_std = initial_log_std(config, info)
         self.log_std: torch.nn.Parameter | None = None
-        if info.action_kind == "continuous":
-            lead = () if config.share_parameters else (info.num_agents,)
-            self.log_std = torch.nn.Parameter(
-                torch.full((*lead, info.action_dim), config.log_std_init)
-            )
+        if log_std is not None:
+            self.log_std = torch.nn.Parameter(torch.from_numpy(log_std))
 
 
-def _critic(config: PPOConfig, info: EnvInfo) -> AgentMLP:
-    inputs = info.state_dim if config.centralised_critic else info.obs_dim
-    return AgentMLP(
-        inputs,
-        config.hidden_sizes,
-        1,
-        info.num_agents,
-        shared=config.share_parameters,
-        activation=config.activation,
-        rnn_hidden_size=config.rnn_hidden_size if config.recurrent else None,
-    )
-
-
-class TorchPPO:
+class TorchPPO(PPOLearner[torch.Tensor]):
     """The PyTorch MAPPO/IPPO learner (``learners.runners.on_policy`` drives it)."""
 
     def __init__(self, config: PPOConfig, info: EnvInfo, device: str, seed: int) -> None:
-        self.config, self.info = config, info
+        super().__init__(config, info, seed)
         self.device = torch.device(device)
         if self.device.type == "cpu":
             # Networks this small run fastest on one thread: handing a 64-wide matmul to a second
             # thread costs more than it saves, and on a busy 2-core worker it costs ~5x.
             torch.set_num_threads(1)
         self.ops = TorchOps(self.device)
-        self.discrete = info.action_kind == "discrete"
         generator = torch.Generator().manual_seed(seed)
         self.actor = Actor(config, info)
-        self.critic = _critic(config, info)
-        self.actor.reset_parameters(generator, head_gain=0.01)
-        self.critic.reset_parameters(generator, head_gain=1.0)
+        self.critic = AgentMLP(**network_args(config, info, "critic"))
+        self.actor.reset_parameters(generator, head_gain=HEAD_GAIN["actor"])
+        self.critic.reset_parameters(generator, head_gain=HEAD_GAIN["critic"])
         self.nets: dict[str, AgentMLP] = {
             "actor": self.actor.to(self.device),
             "critic": self.critic.to(self.device),
@@ -111,30 +88,6 @@ class TorchPPO:
             for name, net in self.nets.items()
         }
         self.params = [p for net in self.nets.values() for p in net.parameters()]
-        self.normalizer = ValueNormalizer()
-        self.exploration = rng.generator(seed, "exploration")
-        self.minibatch_rng = rng.generator(seed, "minibatches")
-        self.updates = 0
-        self.learning_rate = config.learning_rate
-        self._act_memory: Memory = None
-        # The critic's GRU state at the start of the next rollout (None: zeros).
-        self._critic_start: Memory = None
-
-    # -- acting -------------------------------------------------------------------------------
-
-    def initial_memory(self, num_envs: int) -> Memory:
-        """The actor's state for ``num_envs`` copies starting new episodes (the critic's too)."""
-        self._critic_start = None
-        if not self.config.recurrent:
-            return None
-        shape = (num_envs, self.info.num_agents, self.config.rnn_hidden_size)
-        return torch.zeros(shape, device=self.device)
-
-    def reset_memory(self, memory: Memory, ended: NDArray[np.bool_]) -> Memory:
-        """``memory`` with the copies whose episode ended set back to zero."""
-        if memory is None or not ended.any():
-            return memory
-        return memory * self._tensor(~ended).to(memory.dtype)[:, None, None]
 
     def _tensor(self, x: NDArray[Any]) -> torch.Tensor:
         return torch.as_tensor(x, device=self.device)
@@ -150,19 +103,25 @@ class TorchPPO:
             return state
         return state.expand(*state.shape[:-2], self.info.num_agents, state.shape[-1])
 
-    def _actor_step(self, obs: torch.Tensor, h: Memory) -> tuple[torch.Tensor, Memory]:
-        """The actor's output for one step of (E, N, obs); recurrent: and its next state."""
-        if h is None:
-            return self.actor(obs)[0], None
-        out, h_next = self.actor(obs.unsqueeze(0), h)
-        return out[0], h_next
+    # -- acting -------------------------------------------------------------------------------
 
-    def _sample(
-        self, out: torch.Tensor, avail: NDArray[np.float32], explore: bool
-    ) -> tuple[NDArray[Any], NDArray[np.float32]]:
-        """Actions and log-probabilities on the host (``sample_actions``)."""
+    @torch.inference_mode()
+    def _policy_step(
+        self, observation: Observation, memory: Memory, explore: bool
+    ) -> tuple[NDArray[Any], NDArray[np.float32], Memory]:
+        """One forward pass of the actor; the actions are sampled on the host
+        (``sample_actions``)."""
+        obs = self._tensor(observation.obs)
+        if memory is None:
+            out, memory_next = self.actor(obs)[0], None
+        else:
+            out, memory_next = self.actor(obs.unsqueeze(0), memory)
+            out = out[0]
         log_std = None if self.actor.log_std is None else self.actor.log_std.detach().cpu().numpy()
-        return sample_actions(out.cpu().numpy(), avail, log_std, self.exploration, explore)
+        actions, log_prob = sample_actions(
+            out.cpu().numpy(), observation.avail_actions, log_std, self.exploration, explore
+        )
+        return actions, log_prob, memory_next
 
     def _log_prob(
         self, out: torch.Tensor, actions: torch.Tensor, avail: torch.Tensor
@@ -178,42 +137,6 @@ class TorchPPO:
         assert self.actor.log_std is not None
         return dist.normal_entropy(self.ops, self.actor.log_std.expand_as(out))
 
-    def _env_actions(self, actions: NDArray[Any]) -> NDArray[Any]:
-        return actions if self.discrete else np.clip(actions, -1.0, 1.0)
-
-    @torch.inference_mode()
-    def rollout_step(self, observation: Observation, memory: Memory) -> tuple[RolloutStep, Memory]:
-        """Sample actions for every copy and agent with their log-probabilities (one forward
-        pass of the actor); the critic values the rollout afterwards, in ``update``."""
-        out, memory_next = self._actor_step(self._tensor(observation.obs), memory)
-        actions, log_prob = self._sample(out, observation.avail_actions, explore=True)
-        step = RolloutStep(
-            actions=actions,
-            env_actions=self._env_actions(actions),
-            log_prob=log_prob,
-            hidden=None if memory is None else memory.cpu().numpy(),
-        )
-        return step, memory_next
-
-    @torch.inference_mode()
-    def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
-        """Actions for a batched observation (evaluation, replays); a recurrent policy carries its
-        own GRU state between calls (``end_episodes`` clears it)."""
-        num_envs = observation.obs.shape[0]
-        if self.config.recurrent and (
-            self._act_memory is None or self._act_memory.shape[0] != num_envs
-        ):
-            self._act_memory = torch.zeros(
-                (num_envs, self.info.num_agents, self.config.rnn_hidden_size), device=self.device
-            )
-        out, self._act_memory = self._actor_step(self._tensor(observation.obs), self._act_memory)
-        actions, _ = self._sample(out, observation.avail_actions, explore)
-        return self._env_actions(actions)
-
-    def end_episodes(self, ended: NDArray[np.bool_]) -> None:
-        """Forget ``act``'s GRU state for the copies whose episode ended."""
-        self._act_memory = self.reset_memory(self._act_memory, ended)
-
     @torch.inference_mode()
     def _value_pass(self, buffer: RolloutBuffer) -> None:
         """Value every observation of the rollout (each step's, each ended episode's final one,
@@ -227,10 +150,7 @@ class TorchPPO:
         else:
             ended = t(buffer.episode_end).to(torch.float32)
             starts = torch.cat([torch.zeros_like(ended[:1]), ended[:-1]])
-            h = self._critic_start
-            if h is None or h.shape[0] != buffer.info.num_envs:
-                shape = (buffer.info.num_envs, self.info.num_agents, critic.gru.hidden_size)
-                h = torch.zeros(shape, device=self.device)
+            h = self._critic_memory(buffer.info.num_envs)
             after, before = critic.recur(critic.encode(inputs), h, starts)
             values = critic.decode(after)
             # The final observation follows the state after its step; the next rollout starts
@@ -244,98 +164,30 @@ class TorchPPO:
 
     # -- learning -----------------------------------------------------------------------------
 
-    def lr_decay(self, step: int, total_steps: int) -> float:
-        """Set the step size for env step ``step`` of ``total_steps``; returns it."""
-        self.learning_rate = learning_rate_at(self.config, step, total_steps)
+    def _set_learning_rate(self, learning_rate: float) -> None:
         for optimizer in self.optimizers.values():
             for group in optimizer.param_groups:
-                group["lr"] = self.learning_rate
-        return self.learning_rate
+                group["lr"] = learning_rate
 
-    def update(self, buffer: RolloutBuffer) -> PPOStats:
-        """``epochs`` passes of minibatch PPO over the rollout in ``buffer``."""
-        self._value_pass(buffer)
-        targets = rollout_targets(self.config, buffer, self.normalizer)
-        data = self._rollout_tensors(buffer, targets.advantages, targets.returns)
-        totals: dict[str, float] = {}
-        count = 0
-        for minibatch in self._minibatches(buffer, data):
-            terms, grad_norm = self._step(minibatch)
-            for name, value in terms._asdict().items():
-                totals[name] = totals.get(name, 0.0) + float(value)
-            totals["grad_norm"] = totals.get("grad_norm", 0.0) + grad_norm
-            count += 1
-        self.updates += 1
-        means = {k: v / count for k, v in totals.items()}
-        return PPOStats(
-            **means, learning_rate=self.learning_rate, explained_variance=targets.explained_variance
-        )
-
-    def _rollout_tensors(
-        self, buffer: RolloutBuffer, advantages: NDArray[np.float32], returns: NDArray[np.float32]
-    ) -> dict[str, NDArray[Any]]:
-        data = {
-            "obs": buffer.obs,
-            "state": buffer.state,
-            "avail": buffer.avail_actions,
-            "actions": buffer.actions,
-            "log_prob_old": buffer.log_prob,
-            "values_old": buffer.values,
-            "returns": returns,
-            "advantages": advantages,
-            "mask": buffer.agent_mask,
-        }
-        if self.config.recurrent:
-            data["actor_hidden"] = buffer.actor_hidden
-            data["critic_hidden"] = buffer.critic_hidden
-        return data
-
-    def _minibatches(
-        self, buffer: RolloutBuffer, data: dict[str, NDArray[Any]]
-    ) -> Iterator[dict[str, torch.Tensor]]:
-        """Shuffled minibatches: of (step, env) rows, or of padded chunks when recurrent."""
-        cfg = self.config
-        if cfg.recurrent:
-            chunks = buffer.chunks(cfg.chunk_length)
-            hidden = {
-                k: self._tensor(chunks.first(data.pop(k)))
-                for k in ("actor_hidden", "critic_hidden")
-            }
-            # Time first: (L, C, ...); padding is masked through ``filled``.
-            seq = {k: self._tensor(np.swapaxes(chunks.gather(v), 0, 1)) for k, v in data.items()}
-            seq["mask"] = seq["mask"] * self._tensor(chunks.filled.T)[..., None]
-            rows, axis = len(chunks.env), 1
-        else:
-            rows = buffer.length * buffer.info.num_envs
-            seq = {k: self._tensor(v.reshape(rows, *v.shape[2:])) for k, v in data.items()}
-            hidden, axis = {}, 0
-        for _ in range(cfg.epochs):
-            order = self.minibatch_rng.permutation(rows)
-            for part in np.array_split(order, min(cfg.minibatches, rows)):
-                index = torch.as_tensor(part, device=self.device)
-                minibatch = {k: v.index_select(axis, index) for k, v in seq.items()}
-                minibatch.update({k: v.index_select(0, index) for k, v in hidden.items()})
-                yield minibatch
+    def _train(self, rows: TrainingRows, minibatches: Iterator[NDArray[np.int64]]) -> NDArray[Any]:
+        """The rollout goes to the device once; each minibatch is gathered there."""
+        sequences = {k: self._tensor(v) for k, v in rows.sequences.items()}
+        hidden = {k: self._tensor(v) for k, v in rows.hidden.items()}
+        terms = []
+        for part in minibatches:
+            index = torch.as_tensor(part, device=self.device)
+            minibatch = {k: v.index_select(rows.axis, index) for k, v in sequences.items()}
+            minibatch.update({k: v.index_select(0, index) for k, v in hidden.items()})
+            loss_terms, grad_norm = self._step(minibatch)
+            terms.append([*loss_terms, grad_norm])
+        return np.array(terms, np.float64)
 
     def _losses(self, mb: Mapping[str, torch.Tensor]) -> PPOLoss[torch.Tensor]:
-        cfg, ops = self.config, self.ops
         out, _ = self.actor(mb["obs"], mb.get("actor_hidden"))
         values, _ = self.critic(self._critic_input(mb["obs"], mb["state"]), mb.get("critic_hidden"))
-        log_prob = self._log_prob(out, mb["actions"], mb["avail"])
-        policy = policy_loss(
-            ops, log_prob, mb["log_prob_old"], mb["advantages"], mb["mask"], cfg.clip_eps
+        return minibatch_loss(
+            self.ops, self.config, mb, out, values[..., 0], self._log_prob, self._entropy
         )
-        loss_value = value_loss(
-            ops,
-            values[..., 0],
-            mb["values_old"],
-            mb["returns"],
-            mb["mask"],
-            cfg.value_clip_eps,
-            cfg.huber_delta,
-        )
-        entropy = entropy_bonus(ops, self._entropy(out, mb["avail"]), mb["mask"])
-        return ppo_loss(policy, loss_value, entropy, cfg.value_coef, cfg.entropy_coef)
 
     def _step(self, minibatch: Mapping[str, torch.Tensor]) -> tuple[PPOLoss[float], float]:
         """One gradient step on the combined loss, clipped by the global norm of all parameters."""
@@ -350,31 +202,14 @@ class TorchPPO:
 
     # -- checkpoints ----------------------------------------------------------------------------
 
-    def policy_tensor_names(self) -> list[str]:
-        return sorted(module_state("actor", self.actor))
+    def _module_state(self, name: str) -> dict[str, NDArray[Any]]:
+        return module_state(name, self.nets[name])
 
-    def state(self) -> dict[str, NDArray[Any]]:
-        """Networks, Adam's moments, the value normaliser, random generators and counters."""
-        tensors: dict[str, NDArray[Any]] = {}
-        for name, net in self.nets.items():
-            tensors.update(module_state(name, net))
-            tensors.update(optimizer_state(name, self.optimizers[name], name, net))
-        tensors["value_norm"] = self.normalizer.state()
-        tensors["rng/exploration"] = rng.state_tensor(self.exploration)
-        tensors["rng/minibatches"] = rng.state_tensor(self.minibatch_rng)
-        tensors["counters/updates"] = np.array(self.updates, np.int64)
-        return tensors
+    def _optimizer_state(self, name: str) -> dict[str, NDArray[Any]]:
+        return optimizer_state(name, self.optimizers[name], name, self.nets[name])
 
-    def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
-        """Restore ``state()``'s tensors (only the actor's with ``policy_only``)."""
-        load_module("actor", self.actor, tensors)
-        self._act_memory = self._critic_start = None
-        if policy_only:
-            return
-        load_module("critic", self.critic, tensors)
-        for name, net in self.nets.items():
-            load_optimizer(name, self.optimizers[name], name, net, tensors)
-        self.normalizer.load_state(tensors["value_norm"])
-        rng.restore(self.exploration, tensors["rng/exploration"])
-        rng.restore(self.minibatch_rng, tensors["rng/minibatches"])
-        self.updates = int(tensors["counters/updates"])
+    def _load_module(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
+        load_module(name, self.nets[name], tensors)
+
+    def _load_optimizer(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
+        load_optimizer(name, self.optimizers[name], name, self.nets[name], tensors)
