@@ -2,6 +2,7 @@
 
     python benchmarks/mindspore_compile.py adam --repeats 5
     python benchmarks/mindspore_compile.py learners --algorithms mappo ippo --steps 6000
+    python benchmarks/mindspore_compile.py learners --algorithms wqmix --set recurrent=true
 
 ``adam`` times one gradient step of a small MLP (forward, backward, the backend's torch-exact Adam):
 MindSpore eager, MindSpore compiled (``mindspore.jit``) and PyTorch, in milliseconds per step.
@@ -10,7 +11,8 @@ MindSpore eager, MindSpore compiled (``mindspore.jit``) and PyTorch, in millisec
 simple_spread_v3 for the multi-agent algorithms, Pendulum-v1 for DDPG) in every backend it is built
 for, and prints the steady training rate in env steps per second (the median of the reported
 windows after the first, which holds the graphs' compilation; evaluation is left out, as in
-``perf/steps_per_second``), the first window's rate, and the ratio to PyTorch.
+``perf/steps_per_second``), the first window's rate, and the ratio to PyTorch. ``--set key=value``
+overrides a hyperparameter of every run (JSON values, as in ``benchmarks/learning.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.learning import default_spec  # noqa: E402
+from benchmarks.learning import default_spec, parse_overrides  # noqa: E402
 from learners.enums import Algorithm, Backend  # noqa: E402
 from learners.hooks import MemoryHooks  # noqa: E402
 from learners.registry import entry  # noqa: E402
@@ -127,11 +129,14 @@ def bench_adam(args: argparse.Namespace) -> None:
         print(f"  {name:>28}: {ms_per_step:8.3f} ms/step")
 
 
-def training_rates(algorithm: Algorithm, backend: Backend, steps: int) -> tuple[float, float]:
+def training_rates(
+    algorithm: Algorithm, backend: Backend, steps: int, overrides: dict[str, Any]
+) -> tuple[float, float]:
     """(steady env steps/s, first window's env steps/s) of one training run."""
     spec = default_spec(
-        algorithm, backend, DEFAULT_ENVS[algorithm], seed=0, steps=steps, eval_every=steps
-    )
+        algorithm, backend, DEFAULT_ENVS[algorithm], seed=0, steps=steps, eval_every=steps,
+        hyperparameters=overrides,
+    )  # fmt: skip
     hooks = MemoryHooks()
     train(spec, hooks)
     rates = [p.value for p in hooks.points if p.name == "perf/steps_per_second"]
@@ -141,7 +146,9 @@ def training_rates(algorithm: Algorithm, backend: Backend, steps: int) -> tuple[
 
 
 def bench_learners(args: argparse.Namespace) -> None:
-    print(f"training env steps/s, default configs and envs, {args.steps} steps per run")
+    overrides = parse_overrides(args.set)
+    changed = f", with {overrides}" if overrides else ""
+    print(f"training env steps/s, default configs{changed} and envs, {args.steps} steps per run")
     print(f"  {'algorithm':<8} {'backend':<11} {'steady':>9} {'first':>9} {'vs torch':>9}")
     for name in args.algorithms:
         algorithm = Algorithm(name)
@@ -151,7 +158,7 @@ def bench_learners(args: argparse.Namespace) -> None:
             if backend not in built:
                 print(f"  {algorithm.value:<8} {backend.value:<11} {'not built':>9}")
                 continue
-            steady, first = training_rates(algorithm, backend, args.steps)
+            steady, first = training_rates(algorithm, backend, args.steps, overrides)
             if backend == Backend.TORCH:
                 reference = steady
             ratio = f"{reference / steady:8.2f}x" if reference else f"{'':>9}"
@@ -173,6 +180,10 @@ def main() -> None:
     learners.add_argument("--algorithms", nargs="+", default=[a.value for a in DEFAULT_ENVS])
     learners.add_argument("--backends", nargs="+", default=[b.value for b in Backend])
     learners.add_argument("--steps", type=int, default=6000)
+    learners.add_argument(
+        "--set", nargs="*", default=[], metavar="KEY=VALUE",
+        help="override a hyperparameter of every run (JSON value), e.g. recurrent=true",
+    )  # fmt: skip
     args = parser.parse_args()
     bench_adam(args) if args.command == "adam" else bench_learners(args)
 

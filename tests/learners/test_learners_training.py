@@ -29,7 +29,7 @@ RECURRENT_WQMIX = {
 }
 RESUME_CASES = [pytest.param(a, b, {}, id=f"{a}-{b}") for a, b in OFF_POLICY] + [
     pytest.param(Algorithm.WQMIX, b, RECURRENT_WQMIX, id=f"wqmix-{b}-recurrent")
-    for b in (Backend.TORCH,)
+    for b in (Backend.TORCH, Backend.TENSORFLOW, Backend.MINDSPORE)
 ]
 
 

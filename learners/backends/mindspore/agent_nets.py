@@ -161,6 +161,20 @@ class AgentMLP(nn.Cell):
             y = self._act(self.layers[i](y))
         return self.head(y)
 
+    def unroll(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
+        """The recurrent network over a whole time-first sequence ``x`` (L, B, N, in) from ``h``
+        (B, N, H), with gradients through every step: the outputs (L, B, N, out) and the last
+        state. ``construct``'s numbers, with the steps' input gates taken apart by one ``unstack``
+        instead of indexing: indexing step t is a strided slice whose gradient is a zero tensor
+        of the whole sequence with one step filled in, summed over the L steps, which makes
+        a long unroll (recurrent WQMIX's 26-step episodes) twice as slow to run and to compile.
+        """
+        outputs = []
+        for x_gates in ops.unstack(self.gru.input(self.encode(x)), 0):
+            h = self.gru(x_gates, h)
+            outputs.append(h)
+        return self.decode(ops.stack(outputs)), h
+
     def construct(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
         y = self.encode(x)
         if self.recurrent:

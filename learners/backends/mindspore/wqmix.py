@@ -13,6 +13,16 @@ from each batch's real shape (seeds defect 6).
 The whole update (targets, both losses, one global-norm clip over every live network, Adam) is one
 compiled cell; acting is epsilon-greedy with the draws made on the host from the same NumPy
 generator, in the same order, as in every backend.
+
+With ``recurrent`` the three agent networks carry a GRU (``AgentMLP(rnn_hidden_size=...)``,
+checkpoint names ``agent.gru.input.weight``...) and ``update`` takes whole episodes
+(``EpisodeBatch``, arranged time-first by the shared ``episode_inputs``): ``RecurrentWQMIXLoss``
+unrolls each network over the episodes from a zero hidden state inside the compiled graph
+(``AgentMLP.unroll``; the loop over time is unrolled at compile time, so a graph is compiled once
+per episode length and batch size: one for training, whose episodes are padded to the env's limit
+and sampled ``episode_batch_size`` at a time), exactly as torch's ``_update_episodes``. Acting
+carries the hidden state: ``explore_step`` from the memory the off-policy runner keeps per copy,
+``act`` from its own (cleared by ``end_episodes``).
 """
 
 from __future__ import annotations
@@ -26,7 +36,13 @@ from mindspore import Tensor, nn, ops
 from numpy.typing import NDArray
 
 from learners import rng
-from learners.algorithms.wqmix import WQMIXConfig, WQMIXStats, epsilon_at
+from learners.algorithms.wqmix import (
+    WQMIXConfig,
+    WQMIXStats,
+    episode_inputs,
+    epsilon_at,
+    epsilon_greedy,
+)
 from learners.backends.mindspore.agent_nets import AgentMLP
 from learners.backends.mindspore.losses import wqmix_terms
 from learners.backends.mindspore.networks import (
@@ -39,10 +55,12 @@ from learners.backends.mindspore.networks import (
 )
 from learners.backends.mindspore.ops import MindSporeOps, elu64
 from learners.backends.mindspore.optim import TorchAdam
+from learners.buffers.episodes import EpisodeBatch
 from learners.buffers.replay import ReplayBatch
 from learners.envs.base import EnvInfo, Observation
 from learners.functional.distributions import masked_logits
 from learners.functional.gradients import clip_by_global_norm
+from learners.functional.losses import masked_mean
 from learners.functional.returns import td_target
 from learners.functional.wqmix import is_greedy_joint_action, weights_for
 
@@ -54,6 +72,12 @@ STATS = ("loss", "loss_qmix", "loss_central", "weight_mean", "q_tot_mean", "targ
 # The update's batch inputs, in ``WQMIXUpdate.construct``'s order.
 _FIELDS = ("obs", "state", "actions", "rewards", "next_obs", "next_state", "terminated",
            "agent_mask", "avail_actions", "next_avail_actions")  # fmt: skip
+# The recurrent update's inputs (``EpisodeInputs`` fields), in ``RecurrentWQMIXLoss``'s order.
+_EPISODE_FIELDS = ("obs", "state", "avail_actions", "actions", "agent_mask", "team_reward",
+                   "terminated", "mask")  # fmt: skip
+
+Memory = Tensor | None
+"""The QMIX agents' GRU state of a set of env copies, (E, N, H); None for feed-forward agents."""
 
 
 class QMixer(nn.Cell):
@@ -111,7 +135,8 @@ class WQMIXNets(nn.Cell):
     def _agent(config: WQMIXConfig, info: EnvInfo, init: np.random.Generator) -> AgentMLP:
         return AgentMLP(
             info.obs_dim, config.hidden_sizes, info.action_dim, info.num_agents,
-            shared=config.share_parameters, activation="relu", rnn_hidden_size=None,
+            shared=config.share_parameters, activation="relu",
+            rnn_hidden_size=config.rnn_hidden_size if config.recurrent else None,
             rng=init, head_gain=1.0,
         )  # fmt: skip
 
@@ -119,9 +144,13 @@ class WQMIXNets(nn.Cell):
         """Per-agent utilities (B, N, A), unavailable actions pushed down."""
         return masked_logits(OPS, agent(obs, obs)[0], avail)
 
-    def construct(self, obs: Tensor, avail: Tensor) -> Tensor:
-        """The greedy actions (acting)."""
-        return ops.argmax(self.utilities(self.agent, obs, avail), -1)
+    def construct(self, obs: Tensor, avail: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
+        """The greedy actions (acting) of (E, N, ...) inputs and the agents' state after the step
+        (a feed-forward agent passes ``h`` through untouched)."""
+        if self.agent.recurrent:
+            h = self.agent.gru_step(self.agent.encode(obs), h)
+            return ops.argmax(masked_logits(OPS, self.agent.decode(h), avail), -1), h
+        return ops.argmax(self.utilities(self.agent, obs, avail), -1), h
 
 
 class WQMIXLoss(nn.Cell):
@@ -167,17 +196,76 @@ class WQMIXLoss(nn.Cell):
         return loss, ops.stop_gradient(ops.stack(aux))
 
 
-class WQMIXUpdate(nn.Cell):
-    """One gradient step of both losses over every live network (one global norm), then Adam;
-    returns ``STATS`` stacked."""
+class RecurrentWQMIXLoss(nn.Cell):
+    """Both losses of a batch of whole episodes (time first: T steps, T+1 observations, B
+    episodes, both read from the inputs' shapes); torch's ``_update_episodes`` op for op. Step t's
+    target bootstraps from the target central networks at the live agents' greedy actions of step
+    t + 1; the losses and the means are masked by ``mask`` (real steps with a live agent)."""
 
-    def __init__(self, nets: WQMIXNets, optimizers: dict[str, TorchAdam], config: WQMIXConfig):
+    def __init__(self, nets: WQMIXNets, config: WQMIXConfig) -> None:
+        super().__init__()
+        self.nets = nets
+        self.gamma, self.weighting, self.alpha = config.gamma, config.weighting, config.alpha
+        self.hidden_size = config.rnn_hidden_size
+
+    def _unroll(self, agent: AgentMLP, obs: Tensor) -> Tensor:
+        """``agent``'s utilities (L, B, N, A) over ``obs`` (L, B, N, D) from a zero state."""
+        h = ops.zeros((obs.shape[1], obs.shape[2], self.hidden_size), ms.float32)
+        return agent.unroll(obs, h)[0]
+
+    def _targets(
+        self, obs: Tensor, state: Tensor, live: Tensor, greedy_all: Tensor, team_reward: Tensor,
+        terminated: Tensor,
+    ) -> tuple[Tensor, Tensor]:  # fmt: skip
+        """y and Q*_target(s, u^) (for CW), without gradient."""
+        nets = self.nets
+        q_target = ops.stop_gradient(self._unroll(nets.target_central_agent, obs))
+        q_next = OPS.where(live, OPS.gather_last(q_target[1:], greedy_all[1:]), 0.0)
+        q_star_next = nets.target_central_mixer(q_next, state[1:])
+        target = td_target(OPS, team_reward, q_star_next, terminated, self.gamma)
+        q_greedy = OPS.where(live, OPS.gather_last(q_target[:-1], greedy_all[:-1]), 0.0)
+        q_star_greedy = nets.target_central_mixer(q_greedy, state[:-1])
+        return target, ops.stop_gradient(q_star_greedy)
+
+    def construct(
+        self, obs: Tensor, state: Tensor, avail: Tensor, actions: Tensor, agent_mask: Tensor,
+        team_reward: Tensor, terminated: Tensor, mask: Tensor,
+    ) -> tuple[Tensor, Tensor]:  # fmt: skip
+        nets, live = self.nets, agent_mask > 0.5
+        q_all = masked_logits(OPS, self._unroll(nets.agent, obs), avail)
+        greedy_all = ops.argmax(ops.stop_gradient(q_all), -1)  # (T+1, B, N)
+        greedy = greedy_all[:-1]
+        target, q_star_greedy = self._targets(obs, state, live, greedy_all, team_reward, terminated)
+        state_now = state[:-1]
+        q_tot = nets.mixer(OPS.where(live, OPS.gather_last(q_all[:-1], actions), 0.0), state_now)
+        q_central = OPS.gather_last(self._unroll(nets.central_agent, obs[:-1]), actions)
+        q_star = nets.central_mixer(OPS.where(live, q_central, 0.0), state_now)
+        weights = weights_for(
+            OPS, self.weighting, td_error=ops.stop_gradient(q_tot) - target,
+            is_greedy=is_greedy_joint_action(OPS, actions, greedy, agent_mask),
+            target=target, q_central_greedy=q_star_greedy, alpha=self.alpha,
+        )  # fmt: skip
+        loss, loss_qmix, loss_central, weight_mean = wqmix_terms(
+            OPS, q_tot, q_star, target, weights, mask
+        )
+        q_tot_mean = masked_mean(OPS, ops.stop_gradient(q_tot), mask)
+        aux = (loss_qmix, loss_central, weight_mean, q_tot_mean, masked_mean(OPS, target, mask))
+        return loss, ops.stop_gradient(ops.stack(aux))
+
+
+class WQMIXUpdate(nn.Cell):
+    """One gradient step of both losses (``loss``: transitions or episodes) over every live
+    network (one global norm), then Adam; returns ``STATS`` stacked."""
+
+    def __init__(
+        self, loss: nn.Cell, optimizers: dict[str, TorchAdam], config: WQMIXConfig
+    ) -> None:
         super().__init__()
         self.optims = nn.CellList([optimizers[name] for name in LIVE])
         self.sizes = tuple(len(optimizers[name].params) for name in LIVE)
         self.max_grad_norm = config.max_grad_norm
         weights = ms.ParameterTuple([p for name in LIVE for p in optimizers[name].params])
-        self.grad = ms.value_and_grad(WQMIXLoss(nets, config), None, weights, has_aux=True)
+        self.grad = ms.value_and_grad(loss, None, weights, has_aux=True)
 
     def construct(self, hypers: Tensor, *batch: Tensor) -> Tensor:
         (loss, aux), grads = self.grad(*batch)
@@ -203,10 +291,12 @@ class MindSporeWQMIX:
         self.nets = WQMIXNets(config, info, rng.generator(seed, "init"))
         self._sync_targets()
         self.optimizers = {name: self._adam(getattr(self.nets, name)) for name in LIVE}
-        self._update_cell = WQMIXUpdate(self.nets, self.optimizers, config)
+        loss = (RecurrentWQMIXLoss if config.recurrent else WQMIXLoss)(self.nets, config)
+        self._update_cell = WQMIXUpdate(loss, self.optimizers, config)
         self.exploration = rng.generator(seed, "exploration")
         self.updates = 0
         self.explore_steps = 0
+        self._act_memory: Memory = None
         self.set_compiled(True)
 
     def _adam(self, net: nn.Cell) -> TorchAdam:
@@ -224,31 +314,81 @@ class MindSporeWQMIX:
     def _tensor(self, x: NDArray[Any]) -> Tensor:
         return self.ops.asarray(x)
 
+    # -- acting -------------------------------------------------------------------------------
+
+    def initial_memory(self, num_envs: int) -> Memory:
+        """The agents' state for ``num_envs`` copies starting new episodes (zeros)."""
+        if not self.config.recurrent:
+            return None
+        shape = (num_envs, self.info.num_agents, self.config.rnn_hidden_size)
+        return self._tensor(np.zeros(shape, np.float32))
+
+    def reset_memory(self, memory: Memory, ended: NDArray[np.bool_]) -> Memory:
+        """``memory`` with the copies whose episode ended set back to zero."""
+        if memory is None or not ended.any():
+            return memory
+        return memory * self._tensor((~ended).astype(np.float32)[:, None, None])
+
+    def _greedy_actions(
+        self, observation: Observation, memory: Memory
+    ) -> tuple[NDArray[Any], Memory]:
+        """Each agent's greedy available action (E, N) and, recurrent, the state after the step
+        (one compiled call; a feed-forward agent gets its observation as a placeholder state)."""
+        obs, avail = self._tensor(observation.obs), self._tensor(observation.avail_actions)
+        greedy, h = self._greedy(obs, avail, obs if memory is None else memory)
+        return np.asarray(greedy.asnumpy()), None if memory is None else h
+
+    def _explore(self, greedy: NDArray[Any], avail: NDArray[np.float32]) -> NDArray[np.int64]:
+        """Epsilon-greedy over ``greedy`` at the current epsilon; counts the exploring steps."""
+        epsilon = epsilon_at(self.config, self.explore_steps)
+        self.explore_steps += greedy.shape[0]
+        return epsilon_greedy(greedy, avail, epsilon, self.exploration)
+
+    def explore_step(self, observation: Observation, memory: Memory) -> tuple[NDArray[Any], Memory]:
+        """Epsilon-greedy actions of the training copies from ``memory`` (the off-policy runner's
+        recurrent path); returns them and the memory after the step."""
+        greedy, memory = self._greedy_actions(observation, memory)
+        return self._explore(greedy, observation.avail_actions), memory
+
     def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
         """Greedy actions; with ``explore``, each agent acts uniformly at random over its
-        available actions with probability epsilon (which decays with the exploring steps)."""
-        avail = observation.avail_actions
-        greedy_tensor = self._greedy(self._tensor(observation.obs), self._tensor(avail))
-        greedy = np.asarray(greedy_tensor.asnumpy())
+        available actions with probability epsilon (which decays with the exploring steps). A
+        recurrent policy carries its own state between calls (``end_episodes`` clears it)."""
+        num_envs = observation.obs.shape[0]
+        if self.config.recurrent and (
+            self._act_memory is None or self._act_memory.shape[0] != num_envs
+        ):
+            self._act_memory = self.initial_memory(num_envs)
+        greedy, self._act_memory = self._greedy_actions(observation, self._act_memory)
         if not explore:
             return greedy
-        epsilon = epsilon_at(self.config, self.explore_steps)
-        self.explore_steps += observation.obs.shape[0]
-        with np.errstate(divide="ignore"):
-            scores = np.log(avail) + self.exploration.gumbel(size=avail.shape)
-        random_actions = np.argmax(scores, axis=-1)
-        explore_mask = self.exploration.uniform(size=greedy.shape) < epsilon
-        return np.where(explore_mask, random_actions, greedy).astype(np.int64)
+        return self._explore(greedy, observation.avail_actions)
 
-    def update(self, batch: ReplayBatch) -> WQMIXStats:
-        """One gradient step of both losses on ``batch`` (any size: ids come from its shape)."""
+    def end_episodes(self, ended: NDArray[np.bool_]) -> None:
+        """Forget ``act``'s state for the copies whose episode ended (all of it when ``ended``
+        is for another number of copies: ``act`` starts them afresh)."""
+        if self._act_memory is not None and self._act_memory.shape[0] != len(ended):
+            self._act_memory = None
+        self._act_memory = self.reset_memory(self._act_memory, ended)
+
+    # -- learning -----------------------------------------------------------------------------
+
+    def update(self, batch: ReplayBatch | EpisodeBatch) -> WQMIXStats:
+        """One gradient step of both losses on ``batch`` (any size: ids come from its shape):
+        transitions, or whole episodes for recurrent agents."""
         if self.config.weighting not in ("ow", "cw"):
             # ``weights_for`` refuses it too, but from inside graph compilation; say it plainly.
             raise ValueError(
                 f"unknown WQMIX weighting {self.config.weighting!r}: expected 'ow' or 'cw'"
             )
+        if self.config.recurrent:
+            if not isinstance(batch, EpisodeBatch):
+                raise TypeError("recurrent WQMIX trains on an EpisodeBatch")
+            inputs = episode_inputs(batch)
+            arrays = [self._tensor(getattr(inputs, name)) for name in _EPISODE_FIELDS]
+        else:
+            arrays = [self._tensor(getattr(batch, name)) for name in _FIELDS]
         hypers = ops.stack([self.optimizers[name].next_hyper() for name in LIVE])
-        arrays = (self._tensor(getattr(batch, name)) for name in _FIELDS)
         out = self._update(hypers, *arrays).asnumpy()
         self.updates += 1
         if self.updates % self.config.target_update_interval == 0:
@@ -277,6 +417,7 @@ class MindSporeWQMIX:
         return tensors
 
     def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
+        self._act_memory = None  # a loaded policy starts its next episode afresh
         load_module("agent", self.nets.agent, tensors)
         if policy_only:
             return

@@ -72,6 +72,7 @@ def _variant(algorithm: Algorithm, name: str) -> Any:
         (Algorithm.DDPG, "clipped"),
         (Algorithm.MADDPG, "discrete-shared"),
         (Algorithm.WQMIX, "cw-shared"),
+        (Algorithm.WQMIX, "ow-gru-shared"),
     ],
 )
 def test_compiled_and_eager_updates_agree(algorithm: Algorithm, name: str) -> None:
@@ -89,6 +90,41 @@ def test_compiled_and_eager_updates_agree(algorithm: Algorithm, name: str) -> No
     after_compiled, after_eager = compiled.state(), eager.state()
     for key, value in after_compiled.items():
         np.testing.assert_allclose(after_eager[key], value, rtol=1e-5, atol=1e-7, err_msg=key)
+
+
+def test_recurrent_wqmix_acting_carries_resets_and_drops_the_gru_state() -> None:
+    """``explore_step`` advances the runner's memory (one GRU step per call, the same state as the
+    unrolled network's), ``reset_memory`` zeroes only the ended copies, and ``act`` keeps its own
+    memory, which ``end_episodes`` clears and a loaded policy forgets."""
+    variant = _variant(Algorithm.WQMIX, "ow-gru-shared")
+    learner = entry(Algorithm.WQMIX).learner_class(Backend.MINDSPORE)(
+        variant.config, variant.info, "cpu", 0
+    )
+    obs = [observation(variant, seed=60 + k) for k in range(3)]
+    memory = learner.initial_memory(variant.info.num_envs)
+    assert memory.shape == (3, variant.info.num_agents, variant.config.rnn_hidden_size)
+    for o in obs:
+        _, memory = learner.explore_step(o, memory)
+    assert memory.asnumpy().any()
+    sequence = learner._tensor(np.stack([o.obs for o in obs]))
+    _, unrolled = learner.nets.agent(sequence, learner.initial_memory(3))
+    np.testing.assert_allclose(memory.asnumpy(), unrolled.asnumpy(), rtol=1e-6, atol=1e-7)
+    reset = learner.reset_memory(memory, np.array([False, True, False])).asnumpy()
+    np.testing.assert_array_equal(reset[[0, 2]], memory.asnumpy()[[0, 2]])
+    assert not reset[1].any()
+    start = learner.state()
+    for o in obs:
+        learner.act(o, explore=False)
+    carried = learner._act_memory.asnumpy()
+    np.testing.assert_array_equal(carried, memory.asnumpy())
+    learner.end_episodes(np.array([True, False, False]))
+    assert not learner._act_memory.asnumpy()[0].any()
+    np.testing.assert_array_equal(learner._act_memory.asnumpy()[1:], carried[1:])
+    learner.end_episodes(np.array([True]))  # another number of copies: forgotten
+    assert learner._act_memory is None
+    learner.act(obs[0], explore=False)
+    learner.load_state(start, policy_only=True)  # a loaded policy starts afresh
+    assert learner._act_memory is None
 
 
 def test_loading_weights_after_compiling_reaches_the_compiled_graphs() -> None:

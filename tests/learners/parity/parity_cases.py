@@ -107,7 +107,7 @@ def _wqmix_variants() -> list[Variant]:
 
 
 # The backends whose WQMIX learner has its recurrent variant (TensorFlow and MindSpore join here).
-WQMIX_GRU_BACKENDS = frozenset({Backend.TORCH})
+WQMIX_GRU_BACKENDS = frozenset({Backend.TORCH, Backend.TENSORFLOW, Backend.MINDSPORE})
 
 
 def _wqmix_gru_variants() -> list[Variant]:
