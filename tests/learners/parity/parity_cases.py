@@ -106,7 +106,7 @@ def _wqmix_variants() -> list[Variant]:
     return variants + _wqmix_gru_variants()
 
 
-# The backends whose WQMIX learner has its recurrent variant (TensorFlow and MindSpore join here).
+# The backends whose WQMIX learner has its recurrent variant (a new backend joins here once built).
 WQMIX_GRU_BACKENDS = frozenset({Backend.TORCH, Backend.TENSORFLOW, Backend.MINDSPORE})
 
 
