@@ -15,6 +15,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from learners.enums import EnvSuite  # noqa: E402
 from learners.envs.catalogue import MPE_ENVS  # noqa: E402
-from learners.hooks import MemoryHooks  # noqa: E402
+from learners.hooks import MemoryHooks, MetricPoint  # noqa: E402
 from learners.spec import ExperimentSpec, parse_spec  # noqa: E402
 from learners.training import train  # noqa: E402
 
@@ -62,11 +63,35 @@ def default_spec(
     )
 
 
-def run_seed(spec: ExperimentSpec) -> tuple[list[tuple[int, float]], float]:
-    hooks = MemoryHooks()
-    start = time.perf_counter()
+class EchoHooks(MemoryHooks):
+    """``MemoryHooks`` that also print each evaluation as it lands, with the seconds so far and
+    the process's CPU seconds, so a long run that is cut off still leaves its curve."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__()
+        self.seed = seed
+        self.start = time.perf_counter()
+        self.cpu_start = time.process_time()
+
+    def metrics(self, points: Sequence[MetricPoint]) -> None:
+        super().metrics(points)
+        for point in points:
+            if point.name == "eval/episode_return":
+                wall = time.perf_counter() - self.start
+                cpu = time.process_time() - self.cpu_start
+                print(
+                    f"  seed {self.seed} step {point.step}: {point.value:.1f}"
+                    f"  ({wall:.0f} s, {cpu:.0f} s CPU)",
+                    flush=True,
+                )
+
+
+def run_seed(spec: ExperimentSpec) -> tuple[list[tuple[int, float]], float, float]:
+    """The eval curve, the wall seconds and the CPU seconds of one seed's run."""
+    hooks = EchoHooks(spec.seed)
     train(spec, hooks)
-    return hooks.series("eval/episode_return"), time.perf_counter() - start
+    wall, cpu = time.perf_counter() - hooks.start, time.process_time() - hooks.cpu_start
+    return hooks.series("eval/episode_return"), wall, cpu
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
@@ -110,11 +135,11 @@ def main() -> None:
                 num_envs=args.num_envs, eval_every=args.eval_every,
                 eval_episodes=args.eval_episodes, hyperparameters=parse_overrides(args.set),
             )  # fmt: skip
-        curve, wall = run_seed(spec)
+        curve, wall, cpu = run_seed(spec)
         curves.append(curve)
         walls.append(wall)
         points = "  ".join(f"{s}:{v:.1f}" for s, v in curve)
-        print(f"seed {seed}: {wall:6.1f} s  {points}", flush=True)
+        print(f"seed {seed}: {wall:6.1f} s ({cpu:.1f} s CPU)  {points}", flush=True)
 
     steps = [s for s, _ in curves[0]]
     means = np.mean([[v for _, v in c] for c in curves], axis=0)

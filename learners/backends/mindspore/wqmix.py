@@ -36,13 +36,8 @@ from mindspore import Tensor, nn, ops
 from numpy.typing import NDArray
 
 from learners import rng
-from learners.algorithms.wqmix import (
-    WQMIXConfig,
-    WQMIXStats,
-    episode_inputs,
-    epsilon_at,
-    epsilon_greedy,
-)
+from learners.algorithms.wqmix import WQMIXConfig, episode_inputs
+from learners.algorithms.wqmix_learner import LIVE, TARGETS, WQMIXLearner
 from learners.backends.mindspore.agent_nets import AgentMLP
 from learners.backends.mindspore.losses import wqmix_terms
 from learners.backends.mindspore.networks import (
@@ -65,8 +60,6 @@ from learners.functional.returns import td_target
 from learners.functional.wqmix import is_greedy_joint_action, weights_for
 
 OPS = MindSporeOps()
-LIVE = ("agent", "mixer", "central_agent", "central_mixer")
-TARGETS = ("target_central_agent", "target_central_mixer")
 STATS = ("loss", "loss_qmix", "loss_central", "weight_mean", "q_tot_mean", "target_mean",
          "grad_norm")  # fmt: skip
 # The update's batch inputs, in ``WQMIXUpdate.construct``'s order.
@@ -278,25 +271,18 @@ class WQMIXUpdate(nn.Cell):
         return ops.cat((ops.expand_dims(loss, 0), aux, ops.expand_dims(norm, 0)))
 
 
-class MindSporeWQMIX:
+class MindSporeWQMIX(WQMIXLearner[Tensor]):
     """The MindSpore WQMIX learner (``learners.runners.off_policy`` drives it)."""
 
-    uses_state = True
-
     def __init__(self, config: WQMIXConfig, info: EnvInfo, device: str, seed: int) -> None:
-        if info.action_kind != "discrete":
-            raise ValueError(f"WQMIX needs discrete actions, not {info.action_kind}")
-        self.config, self.info, self.device = config, info, device
+        super().__init__(config, info, seed)
+        self.device = device
         self.ops = OPS
         self.nets = WQMIXNets(config, info, rng.generator(seed, "init"))
         self._sync_targets()
         self.optimizers = {name: self._adam(getattr(self.nets, name)) for name in LIVE}
         loss = (RecurrentWQMIXLoss if config.recurrent else WQMIXLoss)(self.nets, config)
         self._update_cell = WQMIXUpdate(loss, self.optimizers, config)
-        self.exploration = rng.generator(seed, "exploration")
-        self.updates = 0
-        self.explore_steps = 0
-        self._act_memory: Memory = None
         self.set_compiled(True)
 
     def _adam(self, net: nn.Cell) -> TorchAdam:
@@ -316,85 +302,35 @@ class MindSporeWQMIX:
 
     # -- acting -------------------------------------------------------------------------------
 
-    def initial_memory(self, num_envs: int) -> Memory:
-        """The agents' state for ``num_envs`` copies starting new episodes (zeros)."""
-        if not self.config.recurrent:
-            return None
+    def _zero_memory(self, num_envs: int) -> Tensor:
         shape = (num_envs, self.info.num_agents, self.config.rnn_hidden_size)
         return self._tensor(np.zeros(shape, np.float32))
 
-    def reset_memory(self, memory: Memory, ended: NDArray[np.bool_]) -> Memory:
-        """``memory`` with the copies whose episode ended set back to zero."""
-        if memory is None or not ended.any():
-            return memory
-        return memory * self._tensor((~ended).astype(np.float32)[:, None, None])
+    def _keep_memory(self, memory: Tensor, keep: NDArray[np.float32]) -> Tensor:
+        return memory * self._tensor(keep[:, None, None])
 
     def _greedy_actions(
         self, observation: Observation, memory: Memory
     ) -> tuple[NDArray[Any], Memory]:
-        """Each agent's greedy available action (E, N) and, recurrent, the state after the step
-        (one compiled call; a feed-forward agent gets its observation as a placeholder state)."""
+        """One compiled call; a feed-forward agent gets its observation as a placeholder state."""
         obs, avail = self._tensor(observation.obs), self._tensor(observation.avail_actions)
         greedy, h = self._greedy(obs, avail, obs if memory is None else memory)
         return np.asarray(greedy.asnumpy()), None if memory is None else h
 
-    def _explore(self, greedy: NDArray[Any], avail: NDArray[np.float32]) -> NDArray[np.int64]:
-        """Epsilon-greedy over ``greedy`` at the current epsilon; counts the exploring steps."""
-        epsilon = epsilon_at(self.config, self.explore_steps)
-        self.explore_steps += greedy.shape[0]
-        return epsilon_greedy(greedy, avail, epsilon, self.exploration)
-
-    def explore_step(self, observation: Observation, memory: Memory) -> tuple[NDArray[Any], Memory]:
-        """Epsilon-greedy actions of the training copies from ``memory`` (the off-policy runner's
-        recurrent path); returns them and the memory after the step."""
-        greedy, memory = self._greedy_actions(observation, memory)
-        return self._explore(greedy, observation.avail_actions), memory
-
-    def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
-        """Greedy actions; with ``explore``, each agent acts uniformly at random over its
-        available actions with probability epsilon (which decays with the exploring steps). A
-        recurrent policy carries its own state between calls (``end_episodes`` clears it)."""
-        num_envs = observation.obs.shape[0]
-        if self.config.recurrent and (
-            self._act_memory is None or self._act_memory.shape[0] != num_envs
-        ):
-            self._act_memory = self.initial_memory(num_envs)
-        greedy, self._act_memory = self._greedy_actions(observation, self._act_memory)
-        if not explore:
-            return greedy
-        return self._explore(greedy, observation.avail_actions)
-
-    def end_episodes(self, ended: NDArray[np.bool_]) -> None:
-        """Forget ``act``'s state for the copies whose episode ended (all of it when ``ended``
-        is for another number of copies: ``act`` starts them afresh)."""
-        if self._act_memory is not None and self._act_memory.shape[0] != len(ended):
-            self._act_memory = None
-        self._act_memory = self.reset_memory(self._act_memory, ended)
-
     # -- learning -----------------------------------------------------------------------------
 
-    def update(self, batch: ReplayBatch | EpisodeBatch) -> WQMIXStats:
-        """One gradient step of both losses on ``batch`` (any size: ids come from its shape):
-        transitions, or whole episodes for recurrent agents."""
-        if self.config.weighting not in ("ow", "cw"):
-            # ``weights_for`` refuses it too, but from inside graph compilation; say it plainly.
-            raise ValueError(
-                f"unknown WQMIX weighting {self.config.weighting!r}: expected 'ow' or 'cw'"
-            )
-        if self.config.recurrent:
-            if not isinstance(batch, EpisodeBatch):
-                raise TypeError("recurrent WQMIX trains on an EpisodeBatch")
-            inputs = episode_inputs(batch)
-            arrays = [self._tensor(getattr(inputs, name)) for name in _EPISODE_FIELDS]
-        else:
-            arrays = [self._tensor(getattr(batch, name)) for name in _FIELDS]
+    def _transition_update(self, batch: ReplayBatch) -> dict[str, float]:
+        return self._step([self._tensor(getattr(batch, name)) for name in _FIELDS])
+
+    def _episode_update(self, batch: EpisodeBatch) -> dict[str, float]:
+        inputs = episode_inputs(batch)
+        return self._step([self._tensor(getattr(inputs, name)) for name in _EPISODE_FIELDS])
+
+    def _step(self, arrays: list[Tensor]) -> dict[str, float]:
+        """The compiled update on ``arrays`` with each Adam's next step sizes; the stats."""
         hypers = ops.stack([self.optimizers[name].next_hyper() for name in LIVE])
         out = self._update(hypers, *arrays).asnumpy()
-        self.updates += 1
-        if self.updates % self.config.target_update_interval == 0:
-            self._sync_targets()
-        stats = {name: float(v) for name, v in zip(STATS, out, strict=True)}
-        return WQMIXStats(**stats, epsilon=epsilon_at(self.config, self.explore_steps))
+        return {name: float(v) for name, v in zip(STATS, out, strict=True)}
 
     def _sync_targets(self) -> None:
         for name in TARGETS:
@@ -402,29 +338,14 @@ class MindSporeWQMIX:
 
     # -- checkpoints ----------------------------------------------------------------------------
 
-    def policy_tensor_names(self) -> list[str]:
-        return sorted(module_state("agent", self.nets.agent))
+    def _module_state(self, name: str) -> dict[str, NDArray[Any]]:
+        return module_state(name, getattr(self.nets, name))
 
-    def state(self) -> dict[str, NDArray[Any]]:
-        tensors: dict[str, NDArray[Any]] = {}
-        for name in (*LIVE, *TARGETS):
-            tensors.update(module_state(name, getattr(self.nets, name)))
-        for name in LIVE:
-            tensors.update(self.optimizers[name].state(name, name))
-        tensors["rng/exploration"] = rng.state_tensor(self.exploration)
-        tensors["counters/updates"] = np.array(self.updates, np.int64)
-        tensors["counters/explore_steps"] = np.array(self.explore_steps, np.int64)
-        return tensors
+    def _optimizer_state(self, name: str) -> dict[str, NDArray[Any]]:
+        return self.optimizers[name].state(name, name)
 
-    def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
-        self._act_memory = None  # a loaded policy starts its next episode afresh
-        load_module("agent", self.nets.agent, tensors)
-        if policy_only:
-            return
-        for name in (*LIVE, *TARGETS):
-            load_module(name, getattr(self.nets, name), tensors)
-        for name in LIVE:
-            self.optimizers[name].load_state(name, name, tensors)
-        rng.restore(self.exploration, tensors["rng/exploration"])
-        self.updates = int(tensors["counters/updates"])
-        self.explore_steps = int(tensors["counters/explore_steps"])
+    def _load_module(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
+        load_module(name, getattr(self.nets, name), tensors)
+
+    def _load_optimizer(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
+        self.optimizers[name].load_state(name, name, tensors)

@@ -20,7 +20,8 @@ copy, ``act`` from its own (cleared by ``end_episodes``).
 The whole update (targets, both losses, the gradient step over every live network with one global
 norm, Adam) runs as one ``tf.function``, as does the agents' forward pass for acting; acting is
 epsilon-greedy with the draws made on the host by the shared ``epsilon_greedy``, from the same
-NumPy generator as in every backend.
+NumPy generator as in every backend (``learners.algorithms.wqmix_learner.WQMIXLearner``: the host
+side, written once).
 """
 
 from __future__ import annotations
@@ -34,13 +35,8 @@ import tensorflow as tf
 from numpy.typing import NDArray
 
 from learners import rng
-from learners.algorithms.wqmix import (
-    WQMIXConfig,
-    WQMIXStats,
-    episode_inputs,
-    epsilon_at,
-    epsilon_greedy,
-)
+from learners.algorithms.wqmix import WQMIXConfig, episode_inputs
+from learners.algorithms.wqmix_learner import LIVE, TARGETS, WQMIXLearner
 from learners.backends.tensorflow.agent_nets import AgentMLP
 from learners.backends.tensorflow.networks import (
     MLP,
@@ -115,19 +111,11 @@ class CentralMixer(tf.Module):
         return self.net(tf.concat([q, state], axis=-1))[..., 0]
 
 
-LIVE = ("agent", "mixer", "central_agent", "central_mixer")
-TARGETS = ("target_central_agent", "target_central_mixer")
-
-
-class TensorFlowWQMIX:
+class TensorFlowWQMIX(WQMIXLearner[tf.Tensor]):
     """The TensorFlow WQMIX learner (``learners.runners.off_policy`` drives it)."""
 
-    uses_state = True
-
     def __init__(self, config: WQMIXConfig, info: EnvInfo, device: str, seed: int) -> None:
-        if info.action_kind != "discrete":
-            raise ValueError(f"WQMIX needs discrete actions, not {info.action_kind}")
-        self.config, self.info = config, info
+        super().__init__(config, info, seed)
         self.device = tf_device(device)
         self.ops = TensorFlowOps(self.device)
         init = rng.generator(seed, "init")
@@ -150,10 +138,6 @@ class TensorFlowWQMIX:
             self.optimizers = {
                 name: TorchAdam(self.nets[name].params, config.learning_rate) for name in LIVE
             }
-        self.exploration = rng.generator(seed, "exploration")
-        self.updates = 0
-        self.explore_steps = 0
-        self._act_memory: Memory = None
         self.set_compiled(True)
 
     def _agent(self, init: np.random.Generator, trainable: bool = True) -> AgentMLP:
@@ -207,60 +191,22 @@ class TensorFlowWQMIX:
         q, h = self.nets["agent"].step(obs, h)
         return tf.argmax(masked_logits(self.ops, q, avail), axis=-1), h
 
-    def initial_memory(self, num_envs: int) -> Memory:
-        """The agents' state for ``num_envs`` copies starting new episodes (zeros)."""
-        if not self.config.recurrent:
-            return None
+    def _zero_memory(self, num_envs: int) -> tf.Tensor:
         shape = (num_envs, self.info.num_agents, self.config.rnn_hidden_size)
         with tf.device(self.device):
             return tf.zeros(shape, tf.float32)
 
-    def reset_memory(self, memory: Memory, ended: NDArray[np.bool_]) -> Memory:
-        """``memory`` with the copies whose episode ended set back to zero."""
-        if memory is None or not ended.any():
-            return memory
-        return memory * self._tensor((~ended).astype(np.float32)[:, None, None])
+    def _keep_memory(self, memory: tf.Tensor, keep: NDArray[np.float32]) -> tf.Tensor:
+        return memory * self._tensor(keep[:, None, None])
 
-    def _greedy(self, observation: Observation, memory: Memory) -> tuple[NDArray[Any], Memory]:
-        """Each agent's greedy available action (E, N) and, recurrent, the state after the step."""
+    def _greedy_actions(
+        self, observation: Observation, memory: Memory
+    ) -> tuple[NDArray[Any], Memory]:
         obs, avail = self._tensor(observation.obs), self._tensor(observation.avail_actions)
         if memory is None:
             return np.asarray(self._greedy_step(obs, avail)), None
         greedy, memory = self._recurrent_greedy_step(obs, avail, memory)
         return np.asarray(greedy), memory
-
-    def _explore(self, greedy: NDArray[Any], avail: NDArray[np.float32]) -> NDArray[np.int64]:
-        """Epsilon-greedy over ``greedy`` at the current epsilon; counts the exploring steps."""
-        epsilon = epsilon_at(self.config, self.explore_steps)
-        self.explore_steps += greedy.shape[0]
-        return epsilon_greedy(greedy, avail, epsilon, self.exploration)
-
-    def explore_step(self, observation: Observation, memory: Memory) -> tuple[NDArray[Any], Memory]:
-        """Epsilon-greedy actions of the training copies from ``memory`` (the off-policy runner's
-        recurrent path); returns them and the memory after the step."""
-        greedy, memory = self._greedy(observation, memory)
-        return self._explore(greedy, observation.avail_actions), memory
-
-    def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
-        """Greedy actions; with ``explore``, each agent acts uniformly at random over its
-        available actions with probability epsilon (which decays with the exploring steps). A
-        recurrent policy carries its own state between calls (``end_episodes`` clears it)."""
-        num_envs = observation.obs.shape[0]
-        if self.config.recurrent and (
-            self._act_memory is None or self._act_memory.shape[0] != num_envs
-        ):
-            self._act_memory = self.initial_memory(num_envs)
-        greedy, self._act_memory = self._greedy(observation, self._act_memory)
-        if not explore:
-            return greedy
-        return self._explore(greedy, observation.avail_actions)
-
-    def end_episodes(self, ended: NDArray[np.bool_]) -> None:
-        """Forget ``act``'s state for the copies whose episode ended (all of it when ``ended``
-        is for another number of copies: ``act`` starts them afresh)."""
-        if self._act_memory is not None and self._act_memory.shape[0] != len(ended):
-            self._act_memory = None
-        self._act_memory = self.reset_memory(self._act_memory, ended)
 
     # -- learning -----------------------------------------------------------------------------
 
@@ -282,22 +228,13 @@ class TensorFlowWQMIX:
         q_star_greedy = nets["target_central_mixer"](ops.where(live, q_greedy, 0.0), b["state"])
         return target, q_star_greedy
 
-    def update(self, batch: ReplayBatch | EpisodeBatch) -> WQMIXStats:
-        """One gradient step of both losses on ``batch`` (any size: ids come from its shape):
-        transitions, or whole episodes for recurrent agents."""
-        if self.config.recurrent:
-            if not isinstance(batch, EpisodeBatch):
-                raise TypeError("recurrent WQMIX trains on an EpisodeBatch")
-            episodes = vars(episode_inputs(batch))
-            out = self._episode_step({k: self._tensor(v) for k, v in episodes.items()})
-        else:
-            fed = {f.name: self._tensor(getattr(batch, f.name)) for f in fields(ReplayBatch)}
-            out = self._train_step(fed)
-        self.updates += 1
-        if self.updates % self.config.target_update_interval == 0:
-            self._sync_targets()
-        stats = {name: float(value.numpy()) for name, value in out.items()}
-        return WQMIXStats(**stats, epsilon=epsilon_at(self.config, self.explore_steps))
+    def _transition_update(self, batch: ReplayBatch) -> dict[str, float]:
+        fed = {f.name: self._tensor(getattr(batch, f.name)) for f in fields(ReplayBatch)}
+        return _floats(self._train_step(fed))
+
+    def _episode_update(self, batch: EpisodeBatch) -> dict[str, float]:
+        episodes = vars(episode_inputs(batch))
+        return _floats(self._episode_step({k: self._tensor(v) for k, v in episodes.items()}))
 
     def _train_step_eager(self, b: Batch) -> dict[str, tf.Tensor]:
         ops, nets, cfg = self.ops, self.nets, self.config
@@ -401,29 +338,18 @@ class TensorFlowWQMIX:
 
     # -- checkpoints ----------------------------------------------------------------------------
 
-    def policy_tensor_names(self) -> list[str]:
-        return sorted(module_state("agent", self.nets["agent"]))
+    def _module_state(self, name: str) -> dict[str, NDArray[Any]]:
+        return module_state(name, self.nets[name])
 
-    def state(self) -> dict[str, NDArray[Any]]:
-        tensors: dict[str, NDArray[Any]] = {}
-        for name, net in self.nets.items():
-            tensors.update(module_state(name, net))
-        for name in LIVE:
-            tensors.update(self.optimizers[name].state(name, name))
-        tensors["rng/exploration"] = rng.state_tensor(self.exploration)
-        tensors["counters/updates"] = np.array(self.updates, np.int64)
-        tensors["counters/explore_steps"] = np.array(self.explore_steps, np.int64)
-        return tensors
+    def _optimizer_state(self, name: str) -> dict[str, NDArray[Any]]:
+        return self.optimizers[name].state(name, name)
 
-    def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
-        self._act_memory = None  # a loaded policy starts its next episode afresh
-        load_module("agent", self.nets["agent"], tensors)
-        if policy_only:
-            return
-        for name, net in self.nets.items():
-            load_module(name, net, tensors)
-        for name in LIVE:
-            self.optimizers[name].load_state(name, name, tensors)
-        rng.restore(self.exploration, tensors["rng/exploration"])
-        self.updates = int(tensors["counters/updates"])
-        self.explore_steps = int(tensors["counters/explore_steps"])
+    def _load_module(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
+        load_module(name, self.nets[name], tensors)
+
+    def _load_optimizer(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
+        self.optimizers[name].load_state(name, name, tensors)
+
+
+def _floats(out: Mapping[str, tf.Tensor]) -> dict[str, float]:
+    return {name: float(value.numpy()) for name, value in out.items()}

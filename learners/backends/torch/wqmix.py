@@ -5,8 +5,10 @@ monotonic ``mixer`` (hypernetworks of the state give non-negative mixing weights
 agents' utilities (``central_agent``) and the unrestricted feed-forward ``central_mixer`` that
 gives Q*(s, u) from the central utilities of the taken actions and the state, plus target copies of
 the two central networks. The weights, the TD target and both losses come from
-``learners.functional``; this module supplies the networks, the greedy and epsilon-greedy action
-choice, and the gradient step. Agent ids are built from each batch's real size (seeds defect 6).
+``learners.functional``, the host side (epsilon-greedy exploration, acting memory, counters, target
+sync, checkpoint layout) from ``learners.algorithms.wqmix_learner.WQMIXLearner``; this module
+supplies the networks, the greedy forward pass and the gradient step. Agent ids are built from each
+batch's real size (seeds defect 6).
 
 With ``recurrent`` the three agent networks carry a GRU after their first hidden layer
 (``AgentMLP(rnn_hidden_size=...)``, checkpoint names ``agent.gru.input.weight``...) and ``update``
@@ -29,14 +31,8 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from learners import rng
-from learners.algorithms.wqmix import (
-    WQMIXConfig,
-    WQMIXStats,
-    episode_inputs,
-    epsilon_at,
-    epsilon_greedy,
-)
+from learners.algorithms.wqmix import WQMIXConfig, episode_inputs
+from learners.algorithms.wqmix_learner import LIVE, TARGETS, WQMIXLearner
 from learners.backends.torch.agent_nets import AgentMLP
 from learners.backends.torch.networks import (
     MLP,
@@ -88,22 +84,15 @@ class CentralMixer(nn.Module):
         return self.net(torch.cat([q, state], dim=-1))[..., 0]
 
 
-LIVE = ("agent", "mixer", "central_agent", "central_mixer")
-TARGETS = ("target_central_agent", "target_central_mixer")
-
 Memory = torch.Tensor | None
 """The QMIX agents' GRU state of a set of env copies, (E, N, H); None for feed-forward agents."""
 
 
-class TorchWQMIX:
+class TorchWQMIX(WQMIXLearner[torch.Tensor]):
     """The PyTorch WQMIX learner (``learners.runners.off_policy`` drives it)."""
 
-    uses_state = True
-
     def __init__(self, config: WQMIXConfig, info: EnvInfo, device: str, seed: int) -> None:
-        if info.action_kind != "discrete":
-            raise ValueError(f"WQMIX needs discrete actions, not {info.action_kind}")
-        self.config, self.info = config, info
+        super().__init__(config, info, seed)
         self.device = torch.device(device)
         if self.device.type == "cpu":
             torch.set_num_threads(1)  # small networks: one thread is fastest (see TorchPPO)
@@ -142,10 +131,6 @@ class TorchWQMIX:
             for name in LIVE
         }
         self.params = [p for name in LIVE for p in self.nets[name].parameters()]
-        self.exploration = rng.generator(seed, "exploration")
-        self.updates = 0
-        self.explore_steps = 0
-        self._act_memory: Memory = None
 
     def _tensor(self, x: NDArray[Any]) -> torch.Tensor:
         return torch.as_tensor(x, device=self.device)
@@ -157,21 +142,17 @@ class TorchWQMIX:
 
     # -- acting -------------------------------------------------------------------------------
 
-    def initial_memory(self, num_envs: int) -> Memory:
-        """The agents' state for ``num_envs`` copies starting new episodes (zeros)."""
-        if not self.config.recurrent:
-            return None
+    def _zero_memory(self, num_envs: int) -> torch.Tensor:
         shape = (num_envs, self.info.num_agents, self.config.rnn_hidden_size)
         return torch.zeros(shape, device=self.device)
 
-    def reset_memory(self, memory: Memory, ended: NDArray[np.bool_]) -> Memory:
-        """``memory`` with the copies whose episode ended set back to zero."""
-        if memory is None or not ended.any():
-            return memory
-        return memory * self._tensor(~ended).to(memory.dtype)[:, None, None]
+    def _keep_memory(self, memory: torch.Tensor, keep: NDArray[np.float32]) -> torch.Tensor:
+        return memory * self._tensor(keep).to(memory.dtype)[:, None, None]
 
-    def _greedy(self, observation: Observation, memory: Memory) -> tuple[NDArray[Any], Memory]:
-        """Each agent's greedy available action (E, N) and, recurrent, the state after the step."""
+    @torch.inference_mode()
+    def _greedy_actions(
+        self, observation: Observation, memory: Memory
+    ) -> tuple[NDArray[Any], Memory]:
         obs, avail = self._tensor(observation.obs), self._tensor(observation.avail_actions)
         if memory is None:
             q = self._utilities("agent", obs, avail)
@@ -179,41 +160,6 @@ class TorchWQMIX:
             out, memory = self.nets["agent"](obs.unsqueeze(0), memory)
             q = masked_logits(self.ops, out[0], avail)
         return torch.argmax(q, dim=-1).cpu().numpy(), memory
-
-    def _explore(self, greedy: NDArray[Any], avail: NDArray[np.float32]) -> NDArray[np.int64]:
-        """Epsilon-greedy over ``greedy`` at the current epsilon; counts the exploring steps."""
-        epsilon = epsilon_at(self.config, self.explore_steps)
-        self.explore_steps += greedy.shape[0]
-        return epsilon_greedy(greedy, avail, epsilon, self.exploration)
-
-    @torch.inference_mode()
-    def explore_step(self, observation: Observation, memory: Memory) -> tuple[NDArray[Any], Memory]:
-        """Epsilon-greedy actions of the training copies from ``memory`` (the off-policy runner's
-        recurrent path); returns them and the memory after the step."""
-        greedy, memory = self._greedy(observation, memory)
-        return self._explore(greedy, observation.avail_actions), memory
-
-    @torch.inference_mode()
-    def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
-        """Greedy actions; with ``explore``, each agent acts uniformly at random over its
-        available actions with probability epsilon (which decays with the exploring steps). A
-        recurrent policy carries its own state between calls (``end_episodes`` clears it)."""
-        num_envs = observation.obs.shape[0]
-        if self.config.recurrent and (
-            self._act_memory is None or self._act_memory.shape[0] != num_envs
-        ):
-            self._act_memory = self.initial_memory(num_envs)
-        greedy, self._act_memory = self._greedy(observation, self._act_memory)
-        if not explore:
-            return greedy
-        return self._explore(greedy, observation.avail_actions)
-
-    def end_episodes(self, ended: NDArray[np.bool_]) -> None:
-        """Forget ``act``'s state for the copies whose episode ended (all of it when ``ended``
-        is for another number of copies: ``act`` starts them afresh)."""
-        if self._act_memory is not None and self._act_memory.shape[0] != len(ended):
-            self._act_memory = None
-        self._act_memory = self.reset_memory(self._act_memory, ended)
 
     # -- learning -----------------------------------------------------------------------------
 
@@ -234,13 +180,7 @@ class TorchWQMIX:
             q_star_greedy = nets["target_central_mixer"](q_greedy, b["state"])
         return target, q_star_greedy
 
-    def update(self, batch: ReplayBatch | EpisodeBatch) -> WQMIXStats:
-        """One gradient step of both losses on ``batch`` (any size: ids come from its shape):
-        transitions, or whole episodes for recurrent agents."""
-        if self.config.recurrent:
-            if not isinstance(batch, EpisodeBatch):
-                raise TypeError("recurrent WQMIX trains on an EpisodeBatch")
-            return self._update_episodes(batch)
+    def _transition_update(self, batch: ReplayBatch) -> dict[str, float]:
         ops, nets, cfg = self.ops, self.nets, self.config
         b = {
             "obs": batch.obs, "state": batch.state, "actions": batch.actions,
@@ -268,19 +208,15 @@ class TorchWQMIX:
 
     def _finish(
         self, terms: Any, q_tot_mean: torch.Tensor, target_mean: torch.Tensor
-    ) -> WQMIXStats:
-        """The gradient step on ``terms.loss``, the target sync when due, and the stats."""
-        ops, cfg = self.ops, self.config
-        grad_norm = self._step(terms.loss)
-        self.updates += 1
-        if self.updates % cfg.target_update_interval == 0:
-            self._sync_targets()
-        return WQMIXStats(
-            loss=ops.item(terms.loss), loss_qmix=ops.item(terms.loss_qmix),
-            loss_central=ops.item(terms.loss_central), weight_mean=ops.item(terms.weight_mean),
-            q_tot_mean=ops.item(q_tot_mean), target_mean=ops.item(target_mean),
-            grad_norm=grad_norm, epsilon=epsilon_at(cfg, self.explore_steps),
-        )  # fmt: skip
+    ) -> dict[str, float]:
+        """The gradient step on ``terms.loss`` and the stats."""
+        item = self.ops.item
+        return {
+            "grad_norm": self._step(terms.loss), "loss": item(terms.loss),
+            "loss_qmix": item(terms.loss_qmix), "loss_central": item(terms.loss_central),
+            "weight_mean": item(terms.weight_mean), "q_tot_mean": item(q_tot_mean),
+            "target_mean": item(target_mean),
+        }  # fmt: skip
 
     def _unroll(self, name: str, obs: torch.Tensor) -> torch.Tensor:
         """Network ``name``'s utilities (L, B, N, A) over time-first episodes ``obs`` (L, B, N,
@@ -289,7 +225,7 @@ class TorchWQMIX:
         q, _ = self.nets[name].unroll(obs, torch.zeros(shape, device=self.device))
         return q
 
-    def _update_episodes(self, batch: EpisodeBatch) -> WQMIXStats:
+    def _episode_update(self, batch: EpisodeBatch) -> dict[str, float]:
         """One gradient step on whole episodes: step t's target bootstraps from step t + 1 (the
         observation an episode ended on, at its last step); padding is masked out."""
         ops, nets, cfg = self.ops, self.nets, self.config
@@ -336,29 +272,14 @@ class TorchWQMIX:
 
     # -- checkpoints ----------------------------------------------------------------------------
 
-    def policy_tensor_names(self) -> list[str]:
-        return sorted(module_state("agent", self.nets["agent"]))
+    def _module_state(self, name: str) -> dict[str, NDArray[Any]]:
+        return module_state(name, self.nets[name])
 
-    def state(self) -> dict[str, NDArray[Any]]:
-        tensors: dict[str, NDArray[Any]] = {}
-        for name, net in self.nets.items():
-            tensors.update(module_state(name, net))
-        for name in LIVE:
-            tensors.update(optimizer_state(name, self.optimizers[name], name, self.nets[name]))
-        tensors["rng/exploration"] = rng.state_tensor(self.exploration)
-        tensors["counters/updates"] = np.array(self.updates, np.int64)
-        tensors["counters/explore_steps"] = np.array(self.explore_steps, np.int64)
-        return tensors
+    def _optimizer_state(self, name: str) -> dict[str, NDArray[Any]]:
+        return optimizer_state(name, self.optimizers[name], name, self.nets[name])
 
-    def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
-        self._act_memory = None  # a loaded policy starts its next episode afresh
-        load_module("agent", self.nets["agent"], tensors)
-        if policy_only:
-            return
-        for name, net in self.nets.items():
-            load_module(name, net, tensors)
-        for name in LIVE:
-            load_optimizer(name, self.optimizers[name], name, self.nets[name], tensors)
-        rng.restore(self.exploration, tensors["rng/exploration"])
-        self.updates = int(tensors["counters/updates"])
-        self.explore_steps = int(tensors["counters/explore_steps"])
+    def _load_module(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
+        load_module(name, self.nets[name], tensors)
+
+    def _load_optimizer(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
+        load_optimizer(name, self.optimizers[name], name, self.nets[name], tensors)
