@@ -152,6 +152,12 @@ class DDPGLearner(NetworkState):
         self.rng = rngs.generator(seed, "exploration")
         self.updates = 0
 
+    def _network(self, name: str) -> Any:
+        return getattr(self, name)
+
+    def _optimizer(self, name: str) -> Any:
+        return getattr(self, f"{name}_optimizer")
+
     def _check_info(self, info: EnvInfo) -> None:
         if info.action_kind != "continuous":
             raise ValueError(

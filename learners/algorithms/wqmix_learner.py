@@ -139,6 +139,8 @@ class WQMIXLearner(NetworkState, Generic[M]):
                 raise TypeError("recurrent WQMIX trains on an EpisodeBatch")
             stats = self._episode_update(batch)
         else:
+            if isinstance(batch, EpisodeBatch):
+                raise TypeError("feed-forward WQMIX trains on a ReplayBatch")
             stats = self._transition_update(batch)
         self.updates += 1
         if self.updates % cfg.target_update_interval == 0:

@@ -16,7 +16,6 @@ MADDPG changes (``policy``, ``q``, ``batch_actions``), as the torch learner's ``
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import mindspore as ms
@@ -36,9 +35,8 @@ from learners.algorithms.ddpg import (
 )
 from learners.backends.mindspore.networks import (
     MLP,
+    MindSporeState,
     copy_into,
-    load_module,
-    module_state,
     named_parameters,
     parameters,
     soft_update,
@@ -171,7 +169,7 @@ class DDPGUpdate(nn.Cell):
         return ops.stack((loss_actor, loss_critic, q_value, td_mean, norm_actor, norm_critic))
 
 
-class MindSporeDDPG(DDPGLearner):
+class MindSporeDDPG(MindSporeState, DDPGLearner):
     """DDPG's networks and optimisers in MindSpore."""
 
     def __init__(self, config: DDPGConfig, info: EnvInfo, device: str, seed: int) -> None:
@@ -234,15 +232,5 @@ class MindSporeDDPG(DDPGLearner):
         self.updates += 1
         return DDPGStats(**{name: float(v) for name, v in zip(STATS, out, strict=True)})
 
-    # -- state ---------------------------------------------------------------------------------
-    def _module_state(self, name: str) -> dict[str, NDArray[Any]]:
-        return module_state(name, getattr(self.nets, name))
-
-    def _optimizer_state(self, name: str) -> dict[str, NDArray[Any]]:
-        return getattr(self, f"{name}_optimizer").state(name, name)
-
-    def _load_module(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
-        load_module(name, getattr(self.nets, name), tensors)
-
-    def _load_optimizer(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
-        getattr(self, f"{name}_optimizer").load_state(name, name, tensors)
+    def _network(self, name: str) -> nn.Cell:
+        return getattr(self.nets, name)

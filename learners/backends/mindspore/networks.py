@@ -23,6 +23,7 @@ import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 from numpy.typing import NDArray
 
+from learners.algorithms.learner_state import SelfSerialisingOptimizers
 from learners.backends.mindspore.ops import tanh64
 from learners.backends.mindspore.runtime import configure
 
@@ -183,3 +184,13 @@ def soft_update(targets: Sequence[Parameter], lives: Sequence[Parameter], tau: f
 def float_tensor(value: NDArray[Any] | float) -> Tensor:
     """A float32 tensor of ``value`` (scalars become 0-d tensors)."""
     return Tensor(np.asarray(value, np.float32), ms.float32)
+
+
+class MindSporeState(SelfSerialisingOptimizers):
+    """``NetworkState`` for learners of this backend's networks trained by its ``TorchAdam``."""
+
+    def _module_state(self, name: str) -> dict[str, NDArray[Any]]:
+        return module_state(name, self._network(name))
+
+    def _load_module(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
+        load_module(name, self._network(name), tensors)

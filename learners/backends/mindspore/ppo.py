@@ -21,7 +21,7 @@ not once per minibatch: a masked mean does not see rows whose mask is zero.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import mindspore as ms
@@ -32,7 +32,10 @@ from numpy.typing import NDArray
 from learners import rng
 from learners.algorithms.ppo import PPOConfig
 from learners.algorithms.ppo_learner import PPOLearner, TrainingRows
-from learners.backends.mindspore.networks import load_module, module_state, named_parameters
+from learners.backends.mindspore.networks import (
+    MindSporeState,
+    named_parameters,
+)
 from learners.backends.mindspore.optim import TorchAdam
 from learners.backends.mindspore.ppo_nets import (
     OPS,
@@ -69,7 +72,7 @@ def padded_size(rows: int, parts: int, recurrent: bool) -> int:
     return 1 << (size - 1).bit_length() if size <= 16 else 16 * math.ceil(size / 16)
 
 
-class MindSporePPO(PPOLearner[Tensor]):
+class MindSporePPO(MindSporeState, PPOLearner[Tensor]):
     """The MindSpore MAPPO/IPPO learner (``learners.runners.on_policy`` drives it)."""
 
     def __init__(self, config: PPOConfig, info: EnvInfo, device: str, seed: int) -> None:
@@ -191,17 +194,3 @@ class MindSporePPO(PPOLearner[Tensor]):
             outputs.append(self._train_step(*hyper, *inputs))
         # One read-back per update: the minibatches' terms stay in the graph's outputs till here.
         return np.stack([o.asnumpy() for o in outputs]).astype(np.float64)
-
-    # -- checkpoints ----------------------------------------------------------------------------
-
-    def _module_state(self, name: str) -> dict[str, NDArray[Any]]:
-        return module_state(name, self.nets[name])
-
-    def _optimizer_state(self, name: str) -> dict[str, NDArray[Any]]:
-        return self.optimizers[name].state(name, name)
-
-    def _load_module(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
-        load_module(name, self.nets[name], tensors)
-
-    def _load_optimizer(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
-        self.optimizers[name].load_state(name, name, tensors)

@@ -27,7 +27,6 @@ carries the hidden state: ``explore_step`` from the memory the off-policy runner
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import mindspore as ms
@@ -42,9 +41,8 @@ from learners.backends.mindspore.agent_nets import AgentMLP
 from learners.backends.mindspore.losses import wqmix_terms
 from learners.backends.mindspore.networks import (
     MLP,
+    MindSporeState,
     copy_into,
-    load_module,
-    module_state,
     named_parameters,
     parameters,
 )
@@ -271,7 +269,7 @@ class WQMIXUpdate(nn.Cell):
         return ops.cat((ops.expand_dims(loss, 0), aux, ops.expand_dims(norm, 0)))
 
 
-class MindSporeWQMIX(WQMIXLearner[Tensor]):
+class MindSporeWQMIX(MindSporeState, WQMIXLearner[Tensor]):
     """The MindSpore WQMIX learner (``learners.runners.off_policy`` drives it)."""
 
     def __init__(self, config: WQMIXConfig, info: EnvInfo, device: str, seed: int) -> None:
@@ -336,16 +334,5 @@ class MindSporeWQMIX(WQMIXLearner[Tensor]):
         for name in TARGETS:
             copy_into(getattr(self.nets, name), getattr(self.nets, name.removeprefix("target_")))
 
-    # -- checkpoints ----------------------------------------------------------------------------
-
-    def _module_state(self, name: str) -> dict[str, NDArray[Any]]:
-        return module_state(name, getattr(self.nets, name))
-
-    def _optimizer_state(self, name: str) -> dict[str, NDArray[Any]]:
-        return self.optimizers[name].state(name, name)
-
-    def _load_module(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
-        load_module(name, getattr(self.nets, name), tensors)
-
-    def _load_optimizer(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
-        self.optimizers[name].load_state(name, name, tensors)
+    def _network(self, name: str) -> nn.Cell:
+        return getattr(self.nets, name)

@@ -15,7 +15,6 @@ are where MADDPG differs, as in the torch learner.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any
 
@@ -35,9 +34,8 @@ from learners.algorithms.ddpg import (
 )
 from learners.backends.tensorflow.networks import (
     MLP,
+    TensorFlowState,
     copy_into,
-    load_module,
-    module_state,
     soft_update,
     variables,
 )
@@ -54,7 +52,7 @@ __all__ = ["OUTPUT_INIT_SCALE", "Batch", "TensorFlowDDPG"]
 Batch = dict[str, tf.Tensor]
 
 
-class TensorFlowDDPG(DDPGLearner):
+class TensorFlowDDPG(TensorFlowState, DDPGLearner):
     """DDPG's networks and optimisers in TensorFlow."""
 
     def __init__(self, config: DDPGConfig, info: EnvInfo, device: str, seed: int) -> None:
@@ -159,16 +157,3 @@ class TensorFlowDDPG(DDPGLearner):
             "grad_norm_actor": norm_actor,
             "grad_norm_critic": norm_critic,
         }
-
-    # -- state ---------------------------------------------------------------------------------
-    def _module_state(self, name: str) -> dict[str, NDArray[Any]]:
-        return module_state(name, getattr(self, name))
-
-    def _optimizer_state(self, name: str) -> dict[str, NDArray[Any]]:
-        return getattr(self, f"{name}_optimizer").state(name, name)
-
-    def _load_module(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
-        load_module(name, getattr(self, name), tensors)
-
-    def _load_optimizer(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
-        getattr(self, f"{name}_optimizer").load_state(name, name, tensors)

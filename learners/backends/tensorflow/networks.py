@@ -23,6 +23,8 @@ import numpy as np
 import tensorflow as tf
 from numpy.typing import NDArray
 
+from learners.algorithms.learner_state import SelfSerialisingOptimizers
+
 
 @dataclass(frozen=True)
 class Param:
@@ -201,3 +203,13 @@ def soft_update(target: Any, live: Any, tau: float) -> None:
             t.variable.assign(t.variable + tau * (s.variable - t.variable))
         else:
             t.variable.assign(s.variable - (s.variable - t.variable) * (1.0 - tau))
+
+
+class TensorFlowState(SelfSerialisingOptimizers):
+    """``NetworkState`` for learners of this backend's networks trained by its ``TorchAdam``."""
+
+    def _module_state(self, name: str) -> dict[str, NDArray[Any]]:
+        return module_state(name, self._network(name))
+
+    def _load_module(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
+        load_module(name, self._network(name), tensors)

@@ -33,7 +33,11 @@ from learners.algorithms.ppo_learner import (
     network_args,
 )
 from learners.backends.tensorflow.agent_nets import AgentMLP
-from learners.backends.tensorflow.networks import Param, load_module, module_state, variables
+from learners.backends.tensorflow.networks import (
+    Param,
+    TensorFlowState,
+    variables,
+)
 from learners.backends.tensorflow.ops import TensorFlowOps
 from learners.backends.tensorflow.optim import TorchAdam, gradient_step
 from learners.backends.tensorflow.runtime import maybe_compile, tf_device
@@ -60,7 +64,7 @@ class Actor(AgentMLP):
             self.params.append(Param("log_std", self.log_std, transposed=False))
 
 
-class TensorFlowPPO(PPOLearner[tf.Tensor]):
+class TensorFlowPPO(TensorFlowState, PPOLearner[tf.Tensor]):
     """The TensorFlow MAPPO/IPPO learner (``learners.runners.on_policy`` drives it)."""
 
     def __init__(self, config: PPOConfig, info: EnvInfo, device: str, seed: int) -> None:
@@ -215,17 +219,3 @@ class TensorFlowPPO(PPOLearner[tf.Tensor]):
         optimizers = [self.optimizers["actor"], self.optimizers["critic"]]
         norm = gradient_step(self.ops, tape, terms.loss, optimizers, self.config.max_grad_norm)
         return terms, norm
-
-    # -- checkpoints ----------------------------------------------------------------------------
-
-    def _module_state(self, name: str) -> dict[str, NDArray[Any]]:
-        return module_state(name, self.nets[name])
-
-    def _optimizer_state(self, name: str) -> dict[str, NDArray[Any]]:
-        return self.optimizers[name].state(name, name)
-
-    def _load_module(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
-        load_module(name, self.nets[name], tensors)
-
-    def _load_optimizer(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
-        self.optimizers[name].load_state(name, name, tensors)

@@ -41,9 +41,8 @@ from learners.backends.tensorflow.agent_nets import AgentMLP
 from learners.backends.tensorflow.networks import (
     MLP,
     Param,
+    TensorFlowState,
     copy_into,
-    load_module,
-    module_state,
     variables,
 )
 from learners.backends.tensorflow.ops import TensorFlowOps
@@ -111,7 +110,7 @@ class CentralMixer(tf.Module):
         return self.net(tf.concat([q, state], axis=-1))[..., 0]
 
 
-class TensorFlowWQMIX(WQMIXLearner[tf.Tensor]):
+class TensorFlowWQMIX(TensorFlowState, WQMIXLearner[tf.Tensor]):
     """The TensorFlow WQMIX learner (``learners.runners.off_policy`` drives it)."""
 
     def __init__(self, config: WQMIXConfig, info: EnvInfo, device: str, seed: int) -> None:
@@ -335,20 +334,6 @@ class TensorFlowWQMIX(WQMIXLearner[tf.Tensor]):
     def _sync_targets(self) -> None:
         for name in TARGETS:
             copy_into(self.nets[name], self.nets[name.removeprefix("target_")])
-
-    # -- checkpoints ----------------------------------------------------------------------------
-
-    def _module_state(self, name: str) -> dict[str, NDArray[Any]]:
-        return module_state(name, self.nets[name])
-
-    def _optimizer_state(self, name: str) -> dict[str, NDArray[Any]]:
-        return self.optimizers[name].state(name, name)
-
-    def _load_module(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
-        load_module(name, self.nets[name], tensors)
-
-    def _load_optimizer(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
-        self.optimizers[name].load_state(name, name, tensors)
 
 
 def _floats(out: Mapping[str, tf.Tensor]) -> dict[str, float]:

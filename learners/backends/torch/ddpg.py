@@ -14,7 +14,6 @@ the update, the losses, soft updates and state.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -33,11 +32,8 @@ from learners.algorithms.ddpg import (
 )
 from learners.backends.torch.networks import (
     MLP,
+    TorchState,
     gradient_step,
-    load_module,
-    load_optimizer,
-    module_state,
-    optimizer_state,
     seeded_init,
     soft_update,
 )
@@ -50,7 +46,7 @@ from learners.functional.returns import td_target
 __all__ = ["OUTPUT_INIT_SCALE", "TorchDDPG"]
 
 
-class TorchDDPG(DDPGLearner):
+class TorchDDPG(TorchState, DDPGLearner):
     """DDPG's networks and optimisers on one torch device."""
 
     def __init__(self, config: DDPGConfig, info: EnvInfo, device: str, seed: int) -> None:
@@ -134,18 +130,3 @@ class TorchDDPG(DDPGLearner):
             grad_norm_actor=norm_actor,
             grad_norm_critic=norm_critic,
         )
-
-    # -- state ---------------------------------------------------------------------------------
-    def _module_state(self, name: str) -> dict[str, NDArray[Any]]:
-        return module_state(name, getattr(self, name))
-
-    def _optimizer_state(self, name: str) -> dict[str, NDArray[Any]]:
-        optimizer = getattr(self, f"{name}_optimizer")
-        return optimizer_state(name, optimizer, name, getattr(self, name))
-
-    def _load_module(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
-        load_module(name, getattr(self, name), tensors)
-
-    def _load_optimizer(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
-        optimizer = getattr(self, f"{name}_optimizer")
-        load_optimizer(name, optimizer, name, getattr(self, name), tensors)

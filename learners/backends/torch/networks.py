@@ -16,6 +16,7 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
+from learners.algorithms.learner_state import NetworkState
 from learners.backends.torch.ops import TorchOps
 from learners.functional.gradients import clip_by_global_norm
 
@@ -148,3 +149,19 @@ def seeded_init(seed: int) -> Iterator[None]:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         yield
+
+
+class TorchState(NetworkState):
+    """``NetworkState`` for learners of ``nn.Module``s trained by ``torch.optim.Adam``."""
+
+    def _module_state(self, name: str) -> dict[str, NDArray[Any]]:
+        return module_state(name, self._network(name))
+
+    def _optimizer_state(self, name: str) -> dict[str, NDArray[Any]]:
+        return optimizer_state(name, self._optimizer(name), name, self._network(name))
+
+    def _load_module(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
+        load_module(name, self._network(name), tensors)
+
+    def _load_optimizer(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
+        load_optimizer(name, self._optimizer(name), name, self._network(name), tensors)

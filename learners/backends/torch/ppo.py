@@ -31,12 +31,7 @@ from learners.algorithms.ppo_learner import (
     network_args,
 )
 from learners.backends.torch.agent_nets import AgentMLP
-from learners.backends.torch.networks import (
-    load_module,
-    load_optimizer,
-    module_state,
-    optimizer_state,
-)
+from learners.backends.torch.networks import TorchState
 from learners.backends.torch.ops import TorchOps
 from learners.buffers.rollout import RolloutBuffer
 from learners.envs.base import EnvInfo, Observation
@@ -59,7 +54,7 @@ class Actor(AgentMLP):
             self.log_std = torch.nn.Parameter(torch.from_numpy(log_std))
 
 
-class TorchPPO(PPOLearner[torch.Tensor]):
+class TorchPPO(TorchState, PPOLearner[torch.Tensor]):
     """The PyTorch MAPPO/IPPO learner (``learners.runners.on_policy`` drives it)."""
 
     def __init__(self, config: PPOConfig, info: EnvInfo, device: str, seed: int) -> None:
@@ -199,17 +194,3 @@ class TorchPPO(PPOLearner[torch.Tensor]):
         for optimizer in self.optimizers.values():
             optimizer.step()
         return PPOLoss(*(float(t.detach()) for t in terms)), self.ops.item(norm)
-
-    # -- checkpoints ----------------------------------------------------------------------------
-
-    def _module_state(self, name: str) -> dict[str, NDArray[Any]]:
-        return module_state(name, self.nets[name])
-
-    def _optimizer_state(self, name: str) -> dict[str, NDArray[Any]]:
-        return optimizer_state(name, self.optimizers[name], name, self.nets[name])
-
-    def _load_module(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
-        load_module(name, self.nets[name], tensors)
-
-    def _load_optimizer(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
-        load_optimizer(name, self.optimizers[name], name, self.nets[name], tensors)

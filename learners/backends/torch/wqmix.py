@@ -36,10 +36,7 @@ from learners.algorithms.wqmix_learner import LIVE, TARGETS, WQMIXLearner
 from learners.backends.torch.agent_nets import AgentMLP
 from learners.backends.torch.networks import (
     MLP,
-    load_module,
-    load_optimizer,
-    module_state,
-    optimizer_state,
+    TorchState,
     seeded_init,
 )
 from learners.backends.torch.ops import TorchOps
@@ -88,7 +85,7 @@ Memory = torch.Tensor | None
 """The QMIX agents' GRU state of a set of env copies, (E, N, H); None for feed-forward agents."""
 
 
-class TorchWQMIX(WQMIXLearner[torch.Tensor]):
+class TorchWQMIX(TorchState, WQMIXLearner[torch.Tensor]):
     """The PyTorch WQMIX learner (``learners.runners.off_policy`` drives it)."""
 
     def __init__(self, config: WQMIXConfig, info: EnvInfo, device: str, seed: int) -> None:
@@ -269,17 +266,3 @@ class TorchWQMIX(WQMIXLearner[torch.Tensor]):
     def _sync_targets(self) -> None:
         for name in TARGETS:
             self.nets[name].load_state_dict(self.nets[name.removeprefix("target_")].state_dict())
-
-    # -- checkpoints ----------------------------------------------------------------------------
-
-    def _module_state(self, name: str) -> dict[str, NDArray[Any]]:
-        return module_state(name, self.nets[name])
-
-    def _optimizer_state(self, name: str) -> dict[str, NDArray[Any]]:
-        return optimizer_state(name, self.optimizers[name], name, self.nets[name])
-
-    def _load_module(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
-        load_module(name, self.nets[name], tensors)
-
-    def _load_optimizer(self, name: str, tensors: Mapping[str, NDArray[Any]]) -> None:
-        load_optimizer(name, self.optimizers[name], name, self.nets[name], tensors)
