@@ -1,8 +1,9 @@
 """The base of every algorithm's hyperparameter class.
 
-Each algorithm has one typed, frozen config class (``learners/algorithms/<name>.py``). The API schema,
-the worker and every backend use that same class: the API validates a spec's ``hyperparameters``
-against it, the stored spec holds it with every default filled in, and the learners read it.
+Each algorithm has one typed, frozen config class (``learners/algorithms/<name>.py``). The API
+schema, the worker and every backend use that same class: the API validates a spec's
+``hyperparameters`` against it, the stored spec holds it with every default filled in, and the
+learners read it.
 
 A field's docstring is its description (pydantic's ``use_attribute_docstrings``), so the catalogue
 the API serves and the dashboard's form show exactly what the code says.

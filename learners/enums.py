@@ -1,4 +1,5 @@
-"""The closed vocabularies of MARLForge, defined once and used by the API, the worker and the learners."""
+"""The closed vocabularies of MARLForge, defined once and used by the API, the worker and the
+learners."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from enum import StrEnum
 
 
 class Algorithm(StrEnum):
-    """A learning algorithm. Variants (IPPO vs MAPPO critic, OW vs CW weighting) come from config."""
+    """A learning algorithm. Variants (IPPO vs MAPPO critic, OW vs CW weighting) come from
+    config."""
 
     IPPO = "ippo"
     MAPPO = "mappo"
@@ -31,7 +33,8 @@ class EnvSuite(StrEnum):
 
 
 class Device(StrEnum):
-    """Where a run computes. ``auto`` takes CUDA when the worker has it; ``cuda`` never falls back."""
+    """Where a run computes. ``auto`` takes CUDA when the worker has it; ``cuda`` never falls
+    back."""
 
     AUTO = "auto"
     CPU = "cpu"

@@ -59,7 +59,8 @@ def _shrink(frame: NDArray[np.uint8], max_side: int) -> Any:
 
 def _installed_backend(checkpoint: Path) -> str:
     """The backend to act with: the one that wrote the checkpoint when its framework is installed
-    here, else the first installed one that can load its policy (an API host may have only torch)."""
+    here, else the first installed one that can load its policy (an API host may have only
+    torch)."""
     from learners.checkpoint import read_manifest
 
     manifest = read_manifest(checkpoint)

@@ -1,1 +1,2 @@
-"""The PyTorch backend: learners, networks, ops and runtime (imported only when a run uses torch)."""
+"""The PyTorch backend: learners, networks, ops and runtime (imported only when a run uses
+torch)."""
