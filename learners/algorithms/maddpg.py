@@ -18,6 +18,7 @@ id appended to their inputs; ``share_parameters=false`` gives every agent its ow
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -25,7 +26,9 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
-from learners.algorithms.ddpg import DDPGConfig
+from learners import rng as rngs
+from learners.algorithms.ddpg import DDPGConfig, DDPGLearner
+from learners.envs.base import EnvInfo, Observation
 
 
 class MADDPGConfig(DDPGConfig):
@@ -71,3 +74,47 @@ def greedy_discrete(
     scores = np.where(avail_actions > 0.5, logits, -np.inf)
     actions: NDArray[np.int64] = np.argmax(scores, axis=-1).astype(np.int64)
     return actions
+
+
+class MADDPGLearner(DDPGLearner):
+    """What MADDPG adds on the host to a backend's DDPG learner, written once: both action kinds,
+    acting on discrete actions (Gumbel-max exploration from ``rng/exploration``, greedy otherwise)
+    and the ``rng/gumbel`` generator of the actor update's Gumbel-softmax samples, checkpointed
+    beside DDPG's state. A backend lists it before its DDPG learner (``class
+    TorchMADDPG(MADDPGLearner, TorchDDPG)``) and supplies the networks and ``_actor_logits``."""
+
+    config: MADDPGConfig
+
+    def __init__(self, config: MADDPGConfig, info: EnvInfo, device: str, seed: int) -> None:
+        self.discrete = info.action_kind == "discrete"
+        # The next class in the MRO is the backend's DDPG learner, which takes the device.
+        super().__init__(config, info, device, seed)  # type: ignore[call-arg, arg-type]
+        self.gumbel = rngs.generator(seed, "gumbel")
+
+    def _check_info(self, info: EnvInfo) -> None:
+        if info.action_kind not in ("continuous", "discrete"):
+            raise ValueError(f"unknown action kind {info.action_kind}")
+
+    @abstractmethod
+    def _actor_logits(self, observation: Observation) -> NDArray[np.float32]:
+        """The live actors' logits (E, N, action_dim) on the host, before any action mask."""
+
+    def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
+        """Continuous: DDPG's. Discrete: a Gumbel-max draw over the available actions when
+        ``explore``, else the greedy available action."""
+        if not self.discrete:
+            return super().act(observation, explore=explore)
+        logits = self._actor_logits(observation)
+        if explore:
+            return explore_discrete(logits, observation.avail_actions, self.rng)
+        return greedy_discrete(logits, observation.avail_actions)
+
+    def state(self) -> dict[str, NDArray[Any]]:
+        tensors = super().state()
+        tensors["rng/gumbel"] = rngs.state_tensor(self.gumbel)
+        return tensors
+
+    def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
+        super().load_state(tensors, policy_only=policy_only)
+        if not policy_only:
+            rngs.restore(self.gumbel, tensors["rng/gumbel"])

@@ -25,7 +25,6 @@ from numpy.typing import NDArray
 
 from learners import rng as rngs
 from learners.algorithms.ddpg import (
-    OUTPUT_INIT_SCALE,
     DDPGConfig,
     DDPGLearner,
     DDPGStats,
@@ -47,9 +46,6 @@ from learners.buffers.replay import ReplayBatch
 from learners.envs.base import EnvInfo, Observation
 from learners.functional.gradients import clip_by_global_norm
 from learners.functional.returns import td_target
-
-# ``OUTPUT_INIT_SCALE`` stays importable from here for the MADDPG learner.
-__all__ = ["OPS", "OUTPUT_INIT_SCALE", "DDPGNets", "MindSporeDDPG"]
 
 OPS = MindSporeOps()
 _PLACEHOLDER = np.zeros((1,), np.float32)

@@ -17,7 +17,6 @@ The MindSpore twin of ``learners.backends.torch.maddpg.TorchMADDPG``:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import mindspore as ms
@@ -25,9 +24,9 @@ import numpy as np
 from mindspore import Tensor, ops
 from numpy.typing import NDArray
 
-from learners import rng as rngs
-from learners.algorithms.maddpg import MADDPGConfig, explore_discrete, greedy_discrete
-from learners.backends.mindspore.ddpg import OPS, OUTPUT_INIT_SCALE, DDPGNets, MindSporeDDPG
+from learners.algorithms.ddpg import OUTPUT_INIT_SCALE
+from learners.algorithms.maddpg import MADDPGConfig, MADDPGLearner
+from learners.backends.mindspore.ddpg import OPS, DDPGNets, MindSporeDDPG
 from learners.backends.mindspore.networks import MLP, PerAgentMLP
 from learners.backends.mindspore.ops import log64, softmax64
 from learners.buffers.replay import ReplayBatch
@@ -112,19 +111,10 @@ class MADDPGNets(DDPGNets):
         return self.actor(self._with_ids(obs))
 
 
-class MindSporeMADDPG(MindSporeDDPG):
+class MindSporeMADDPG(MADDPGLearner, MindSporeDDPG):
     """MADDPG's actors and centralised critics, trained by DDPG's update."""
 
     config: MADDPGConfig
-
-    def __init__(self, config: MADDPGConfig, info: EnvInfo, device: str, seed: int) -> None:
-        self.discrete = info.action_kind == "discrete"
-        super().__init__(config, info, device, seed)
-        self.gumbel = rngs.generator(seed, "gumbel")
-
-    def _check_info(self, info: EnvInfo) -> None:
-        if info.action_kind not in ("continuous", "discrete"):
-            raise ValueError(f"unknown action kind {info.action_kind}")
 
     def _build_nets(self, init: np.random.Generator) -> DDPGNets:
         return MADDPGNets(self.config, self.info, init)
@@ -135,21 +125,6 @@ class MindSporeMADDPG(MindSporeDDPG):
         shape = (*batch.obs.shape[:2], self.info.action_dim)
         return self.gumbel.random(size=shape, dtype=np.float32)
 
-    def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
-        if not self.discrete:
-            return super().act(observation, explore=explore)
+    def _actor_logits(self, observation: Observation) -> NDArray[np.float32]:
         obs, avail = self._tensor(observation.obs), self._input(observation.avail_actions)
-        logits = np.asarray(self._act(obs, avail).asnumpy())
-        if explore:
-            return explore_discrete(logits, observation.avail_actions, self.rng)
-        return greedy_discrete(logits, observation.avail_actions)
-
-    def state(self) -> dict[str, NDArray[Any]]:
-        tensors = super().state()
-        tensors["rng/gumbel"] = rngs.state_tensor(self.gumbel)
-        return tensors
-
-    def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
-        super().load_state(tensors, policy_only=policy_only)
-        if not policy_only:
-            rngs.restore(self.gumbel, tensors["rng/gumbel"])
+        return np.asarray(self._act(obs, avail).asnumpy())

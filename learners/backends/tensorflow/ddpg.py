@@ -24,7 +24,6 @@ from numpy.typing import NDArray
 
 from learners import rng as rngs
 from learners.algorithms.ddpg import (
-    OUTPUT_INIT_SCALE,
     DDPGConfig,
     DDPGLearner,
     DDPGStats,
@@ -45,9 +44,6 @@ from learners.backends.tensorflow.runtime import maybe_compile, tf_device
 from learners.buffers.replay import ReplayBatch
 from learners.envs.base import EnvInfo, Observation
 from learners.functional.returns import td_target
-
-# ``OUTPUT_INIT_SCALE`` stays importable from here for the MADDPG learner.
-__all__ = ["OUTPUT_INIT_SCALE", "Batch", "TensorFlowDDPG"]
 
 Batch = dict[str, tf.Tensor]
 

@@ -18,39 +18,29 @@ The reference library had no TensorFlow MADDPG (seeds defect 9). This one mirror
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 from numpy.typing import NDArray
 
-from learners import rng as rngs
-from learners.algorithms.maddpg import MADDPGConfig, explore_discrete, greedy_discrete
-from learners.backends.tensorflow.ddpg import OUTPUT_INIT_SCALE, Batch, TensorFlowDDPG
+from learners.algorithms.ddpg import OUTPUT_INIT_SCALE
+from learners.algorithms.maddpg import MADDPGConfig, MADDPGLearner
+from learners.backends.tensorflow.ddpg import Batch, TensorFlowDDPG
 from learners.backends.tensorflow.networks import MLP, PerAgentMLP
 from learners.backends.tensorflow.runtime import maybe_compile
 from learners.buffers.replay import ReplayBatch
-from learners.envs.base import EnvInfo, Observation
+from learners.envs.base import Observation
 from learners.functional.distributions import masked_logits
 
 # torch's clamp bounds for the uniform draw: log(-log(u)) stays finite at both ends.
 UNIFORM_LOW, UNIFORM_HIGH = 1e-10, 1.0 - 1e-7
 
 
-class TensorFlowMADDPG(TensorFlowDDPG):
+class TensorFlowMADDPG(MADDPGLearner, TensorFlowDDPG):
     """MADDPG's actors and centralised critics, trained by DDPG's update."""
 
     config: MADDPGConfig
-
-    def __init__(self, config: MADDPGConfig, info: EnvInfo, device: str, seed: int) -> None:
-        self.discrete = info.action_kind == "discrete"
-        super().__init__(config, info, device, seed)
-        self.gumbel = rngs.generator(seed, "gumbel")
-
-    def _check_info(self, info: EnvInfo) -> None:
-        if info.action_kind not in ("continuous", "discrete"):
-            raise ValueError(f"unknown action kind {info.action_kind}")
 
     def _build_networks(self, init: np.random.Generator, trainable: bool) -> tuple[Any, Any]:
         info, cfg = self.info, self.config
@@ -127,20 +117,5 @@ class TensorFlowMADDPG(TensorFlowDDPG):
         super().set_compiled(compiled)
         self._logits_step = maybe_compile(self._logits_step_eager, compiled)
 
-    def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
-        if not self.discrete:
-            return super().act(observation, explore=explore)
-        logits = np.asarray(self._logits_step(self._tensor(observation.obs)).numpy())
-        if explore:
-            return explore_discrete(logits, observation.avail_actions, self.rng)
-        return greedy_discrete(logits, observation.avail_actions)
-
-    def state(self) -> dict[str, NDArray[Any]]:
-        tensors = super().state()
-        tensors["rng/gumbel"] = rngs.state_tensor(self.gumbel)
-        return tensors
-
-    def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
-        super().load_state(tensors, policy_only=policy_only)
-        if not policy_only:
-            rngs.restore(self.gumbel, tensors["rng/gumbel"])
+    def _actor_logits(self, observation: Observation) -> NDArray[np.float32]:
+        return np.asarray(self._logits_step(self._tensor(observation.obs)).numpy())

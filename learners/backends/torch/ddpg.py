@@ -22,7 +22,6 @@ from numpy.typing import NDArray
 from torch import nn
 
 from learners.algorithms.ddpg import (
-    OUTPUT_INIT_SCALE,
     DDPGConfig,
     DDPGLearner,
     DDPGStats,
@@ -41,9 +40,6 @@ from learners.backends.torch.ops import TorchOps
 from learners.buffers.replay import ReplayBatch
 from learners.envs.base import EnvInfo, Observation
 from learners.functional.returns import td_target
-
-# ``OUTPUT_INIT_SCALE`` stays importable from here for the MADDPG learner.
-__all__ = ["OUTPUT_INIT_SCALE", "TorchDDPG"]
 
 
 class TorchDDPG(TorchState, DDPGLearner):

@@ -15,7 +15,6 @@ DDPG's, and so is the update: this class only changes what the networks see.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -24,28 +23,19 @@ import torch.nn.functional as F
 from numpy.typing import NDArray
 from torch import nn
 
-from learners import rng as rngs
-from learners.algorithms.maddpg import MADDPGConfig, explore_discrete, greedy_discrete
-from learners.backends.torch.ddpg import OUTPUT_INIT_SCALE, TorchDDPG
+from learners.algorithms.ddpg import OUTPUT_INIT_SCALE
+from learners.algorithms.maddpg import MADDPGConfig, MADDPGLearner
+from learners.backends.torch.ddpg import TorchDDPG
 from learners.backends.torch.networks import MLP, PerAgentMLP
 from learners.buffers.replay import ReplayBatch
-from learners.envs.base import EnvInfo, Observation
+from learners.envs.base import Observation
 from learners.functional.distributions import masked_logits
 
 
-class TorchMADDPG(TorchDDPG):
+class TorchMADDPG(MADDPGLearner, TorchDDPG):
     """MADDPG's actors and centralised critics, trained by DDPG's update."""
 
     config: MADDPGConfig
-
-    def __init__(self, config: MADDPGConfig, info: EnvInfo, device: str, seed: int) -> None:
-        self.discrete = info.action_kind == "discrete"
-        super().__init__(config, info, device, seed)
-        self.gumbel = rngs.generator(seed, "gumbel")
-
-    def _check_info(self, info: EnvInfo) -> None:
-        if info.action_kind not in ("continuous", "discrete"):
-            raise ValueError(f"unknown action kind {info.action_kind}")
 
     def _build_networks(self) -> tuple[nn.Module, nn.Module]:
         info, cfg = self.info, self.config
@@ -109,22 +99,6 @@ class TorchMADDPG(TorchDDPG):
             return F.one_hot(actions, self.info.action_dim).to(torch.float32)
         return actions
 
-    def act(self, observation: Observation, *, explore: bool) -> NDArray[Any]:
-        if not self.discrete:
-            return super().act(observation, explore=explore)
+    def _actor_logits(self, observation: Observation) -> NDArray[np.float32]:
         with torch.no_grad():
-            obs = self._tensor(observation.obs)
-            logits = self.actor(self._with_ids(obs)).cpu().numpy()
-        if explore:
-            return explore_discrete(logits, observation.avail_actions, self.rng)
-        return greedy_discrete(logits, observation.avail_actions)
-
-    def state(self) -> dict[str, NDArray[Any]]:
-        tensors = super().state()
-        tensors["rng/gumbel"] = rngs.state_tensor(self.gumbel)
-        return tensors
-
-    def load_state(self, tensors: Mapping[str, NDArray[Any]], *, policy_only: bool = False) -> None:
-        super().load_state(tensors, policy_only=policy_only)
-        if not policy_only:
-            rngs.restore(self.gumbel, tensors["rng/gumbel"])
+            return self.actor(self._with_ids(self._tensor(observation.obs))).cpu().numpy()
