@@ -18,7 +18,8 @@ from learners.training import train
 
 OFF_POLICY = [(a, b) for a, b in built_pairs() if entry(a).runner == RunnerKind.OFF_POLICY]
 # Off-policy variants that store something else (whole episodes), with the backends that have
-# built them: their whole hyperparameters, small.
+# built them: their whole hyperparameters, small, on 10-step episodes (a compiled MindSpore update
+# unrolls the GRU over the episode length, so short episodes compile several times faster).
 RECURRENT_WQMIX = {
     "hidden_sizes": [32, 32],
     "learning_starts": 100,
@@ -27,8 +28,19 @@ RECURRENT_WQMIX = {
     "episode_batch_size": 4,
     "episode_buffer_size": 20,
 }
+SHORT_EPISODES = {
+    "suite": "mpe",
+    "id": "simple_spread_v3",
+    "num_envs": 2,
+    "kwargs": {"max_cycles": 10},
+}
 RESUME_CASES = [pytest.param(a, b, {}, id=f"{a}-{b}") for a, b in OFF_POLICY] + [
-    pytest.param(Algorithm.WQMIX, b, RECURRENT_WQMIX, id=f"wqmix-{b}-recurrent")
+    pytest.param(
+        Algorithm.WQMIX,
+        b,
+        {"hyperparameters": RECURRENT_WQMIX, "env": SHORT_EPISODES},
+        id=f"wqmix-{b}-recurrent",
+    )
     for b in (Backend.TORCH, Backend.TENSORFLOW, Backend.MINDSPORE)
 ]
 
@@ -86,10 +98,9 @@ def test_resume_continues_exactly(
     tmp_path: Path,
 ) -> None:
     """N steps in one go == N/2 steps, checkpoint, resume, N/2 more (the checkpoint falls on an
-    episode boundary of every copy, where resume is exact)."""
-    overrides = {"hyperparameters": variant} if variant else {}
+    episode boundary of every copy, where resume is exact). ``variant``: spec overrides."""
     spec = make_spec(
-        algorithm, backend, total_steps=800, checkpoint={"every_steps": 400}, **overrides
+        algorithm, backend, total_steps=800, checkpoint={"every_steps": 400}, **variant
     )
     whole = MemoryHooks(tmp_path / "whole")
     (tmp_path / "whole").mkdir()
