@@ -21,9 +21,10 @@ install: $(STAMP)
 up: install
 	$(BIN)/marlforge up
 
-## The whole test suite (PostgreSQL and Redis from MARLFORGE_TEST_* or the local defaults).
+## The whole test suite, on every core up to four (PostgreSQL and Redis from MARLFORGE_DATABASE_URL
+## and MARLFORGE_BROKER_URL or the local defaults).
 test: install chromium
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadgroup
 
 ## Everything but the slow tests.
 test-fast: install

@@ -41,6 +41,7 @@ def default_spec(
     eval_every: int = 2000,
     eval_episodes: int = 10,
     hyperparameters: dict[str, Any] | None = None,
+    device: str = "cpu",
 ) -> ExperimentSpec:
     """A spec with the algorithm's defaults; checkpoints only at the end."""
     suite = EnvSuite.MPE if env_id in MPE_ENVS else EnvSuite.GYMNASIUM
@@ -55,7 +56,7 @@ def default_spec(
             "env": {"suite": suite, "id": env_id, "num_envs": num_envs, "kwargs": kwargs},
             "total_steps": steps,
             "seed": seed,
-            "device": "cpu",
+            "device": device,
             "hyperparameters": hyperparameters or {},
             "evaluation": {"every_steps": eval_every, "episodes": eval_episodes},
             "checkpoint": {"every_steps": steps},
@@ -120,6 +121,7 @@ def main() -> None:
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
     parser.add_argument("--target", type=float, default=-200.0)
+    parser.add_argument("--device", choices=["cpu", "cuda", "auto"], default="cpu")
     args = parser.parse_args()
 
     curves, walls = [], []
@@ -134,6 +136,7 @@ def main() -> None:
                 args.algorithm, args.backend, args.env, seed=seed, steps=args.steps,
                 num_envs=args.num_envs, eval_every=args.eval_every,
                 eval_episodes=args.eval_episodes, hyperparameters=parse_overrides(args.set),
+                device=args.device,
             )  # fmt: skip
         curve, wall, cpu = run_seed(spec)
         curves.append(curve)

@@ -90,7 +90,7 @@ def bench_train(args: argparse.Namespace) -> None:
 
     spec = default_spec(
         args.algorithm, args.backend, args.env, seed=0, steps=args.steps,
-        hyperparameters=parse_overrides(args.set),
+        hyperparameters=parse_overrides(args.set), device=args.device,
     )  # fmt: skip
     spec = spec.model_copy(update={"env": spec.env.model_copy(update={"num_envs": args.num_envs})})
     env = make_vec_env(spec.env, seed=0)
@@ -103,7 +103,7 @@ def bench_train(args: argparse.Namespace) -> None:
     wall = time.perf_counter() - start
     print(
         f"{args.algorithm}/{args.backend} on {args.env}, {args.num_envs} envs ({kind}), "
-        f"{args.steps} steps"
+        f"{args.steps} steps, device {args.device}"
     )
     print(f"  bare env (random actions): {bare:9.0f} env steps/s")
     print(f"  training, whole run:      {args.steps / wall:9.0f} env steps/s ({wall:.1f} s)")
@@ -113,7 +113,9 @@ def bench_train(args: argparse.Namespace) -> None:
 
 
 def bench_on_policy(args: argparse.Namespace) -> None:
+    from learners.backends import resolve_device
     from learners.buffers.rollout import RolloutBuffer
+    from learners.enums import Backend, Device
     from learners.registry import entry
     from learners.runners.on_policy import collect_rollout
 
@@ -121,11 +123,12 @@ def bench_on_policy(args: argparse.Namespace) -> None:
     env = make_vec_env(spec, seed=0)
     rng = np.random.default_rng(0)
     actions = [random_actions(env.info, rng) for _ in range(64)]
-    print(f"{args.env}, {args.num_envs} envs, {args.rollouts} rollouts per figure")
+    device = resolve_device(Backend(args.backend), Device(args.device))
+    print(f"{args.env}, {args.num_envs} envs, {args.rollouts} rollouts per figure, device {device}")
     for algorithm in args.algorithms:
         algo = entry(algorithm)
         config = algo.config.resolve(spec.suite, spec.id, {})
-        learner = algo.learner_class(args.backend)(config, env.info, "cpu", 0)
+        learner = algo.learner_class(args.backend)(config, env.info, device, 0)
         hidden = config.rnn_hidden_size if config.recurrent else None
         buffer = RolloutBuffer(env.info, config.rollout_length, hidden)
         steps = config.rollout_length * env.info.num_envs
@@ -174,12 +177,14 @@ def main() -> None:
         "--env-workers", type=int, default=None, help="worker processes (0: in process)"
     )
     tr.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="hyperparameters")
+    tr.add_argument("--device", choices=["cpu", "cuda", "auto"], default="cpu")
     on = sub.add_parser("onpolicy", help="MAPPO/IPPO training steps/s vs the bare env")
     on.add_argument("--algorithms", nargs="+", default=["mappo", "ippo"])
     on.add_argument("--backend", default="torch")
     on.add_argument("--env", default="simple_spread_v3")
     on.add_argument("--num-envs", type=int, default=8)
     on.add_argument("--rollouts", type=int, default=7)
+    on.add_argument("--device", choices=["cpu", "cuda", "auto"], default="cpu")
     args = parser.parse_args()
     commands = {"envs": bench_envs, "train": bench_train, "onpolicy": bench_on_policy}
     commands[args.command](args)

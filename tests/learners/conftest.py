@@ -69,3 +69,17 @@ def make_spec() -> Callable[..., ExperimentSpec]:
 def hooks(tmp_path: Path) -> MemoryHooks:
     """In-memory hooks writing checkpoints under the test's temporary directory."""
     return MemoryHooks(checkpoint_dir=tmp_path)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under ``pytest -n`` with ``--dist loadgroup`` (``make test``), send every parity test of one
+    learner (algorithm, backend, variant) to the same worker, so that its update compiles once
+    (``parity_cases.build`` keeps one learner per variant and process) instead of once per worker.
+    """
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        chosen = params.get("variant")
+        if "parity" in item.path.parts and hasattr(chosen, "name") and "backend" in params:
+            key = f"{params['algorithm']}-{params['backend']}-{chosen.name}"
+            item.add_marker(pytest.mark.xdist_group(key))
