@@ -14,7 +14,11 @@ import pytest
 from browser_support import Page
 from e2e_support import Api
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
+# One story on one stack: later tests use the runs earlier ones started, so under ``pytest -n``
+# (``make test``: ``--dist loadgroup``) the whole module runs on one worker, in order.
+pytestmark = [
+    pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e, pytest.mark.xdist_group("dashboard")
+]  # fmt: skip
 
 RUNS: dict[str, str] = {}  # what the earlier tests started, for the later ones
 TRAINING_BUDGET_S = 240
