@@ -28,7 +28,7 @@ test: install chromium
 
 ## Everything but the slow tests.
 test-fast: install
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadgroup -m "not slow"
 
 lint: install
 	$(BIN)/ruff check api core workers learners tests benchmarks

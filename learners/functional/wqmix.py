@@ -64,13 +64,18 @@ def weights_for(
     td_error: A,
     is_greedy: A,
     target: A,
-    q_central_greedy: A,
+    q_central_greedy: A | None,
     alpha: float,
 ) -> A:
-    """The weights of ``weighting`` (``"ow"`` or ``"cw"``), with no gradient; others raise."""
+    """The weights of ``weighting`` (``"ow"`` or ``"cw"``), with no gradient; others raise.
+
+    ``q_central_greedy`` (Q*_target(s, u^)) is read by CW only: OW callers may pass ``None`` and
+    skip computing it."""
     if weighting == "ow":
         weights = optimistic_weights(ops, td_error, alpha)
     elif weighting == "cw":
+        if q_central_greedy is None:
+            raise ValueError("CW weighting needs Q*_target(s, u^) (q_central_greedy)")
         weights = central_weights(ops, is_greedy, target, q_central_greedy, alpha)
     else:
         raise ValueError(f"unknown WQMIX weighting {weighting!r}: expected 'ow' or 'cw'")

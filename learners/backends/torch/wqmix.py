@@ -161,7 +161,7 @@ class TorchWQMIX(TorchState, WQMIXLearner[torch.Tensor]):
     # -- learning -----------------------------------------------------------------------------
 
     def _targets(self, b: Mapping[str, torch.Tensor], greedy: torch.Tensor) -> tuple[Any, Any]:
-        """y and Q*_target(s, u^) (for CW), both without gradient."""
+        """y and, for CW (the only weighting that reads it), Q*_target(s, u^); no gradient."""
         ops, nets = self.ops, self.nets
         with torch.no_grad():
             greedy_next = torch.argmax(self._utilities("agent", b["next_obs"], b["next_avail"]), -1)
@@ -172,6 +172,8 @@ class TorchWQMIX(TorchState, WQMIXLearner[torch.Tensor]):
                 min=1.0
             )
             target = td_target(ops, team_reward, q_star_next, b["terminated"], self.config.gamma)
+            if self.config.weighting != "cw":
+                return target, None
             q_greedy = ops.gather_last(nets["target_central_agent"](b["obs"])[0], greedy)
             q_greedy = ops.where(b["agent_mask"] > 0.5, q_greedy, 0.0)
             q_star_greedy = nets["target_central_mixer"](q_greedy, b["state"])
@@ -237,8 +239,10 @@ class TorchWQMIX(TorchState, WQMIXLearner[torch.Tensor]):
             q_next = ops.where(live, ops.gather_last(q_target[1:], greedy_next), 0.0)
             q_star_next = nets["target_central_mixer"](q_next, next_state)
             target = td_target(ops, t["team_reward"], q_star_next, t["terminated"], cfg.gamma)
-            q_greedy = ops.where(live, ops.gather_last(q_target[:-1], greedy), 0.0)
-            q_star_greedy = nets["target_central_mixer"](q_greedy, state)
+            q_star_greedy = None  # read by CW's weights only
+            if cfg.weighting == "cw":
+                q_greedy = ops.where(live, ops.gather_last(q_target[:-1], greedy), 0.0)
+                q_star_greedy = nets["target_central_mixer"](q_greedy, state)
         q_taken = ops.where(live, ops.gather_last(q_all[:-1], t["actions"]), 0.0)
         q_tot = nets["mixer"](q_taken, state)
         q_central = ops.gather_last(self._unroll("central_agent", t["obs"][:-1]), t["actions"])

@@ -81,6 +81,20 @@ def test_cw_weights_closed_form(np_ops: NumpyOps, rng: np.random.Generator) -> N
     assert 0 < (weights == 1.0).sum() < weights.size  # both branches are exercised
 
 
+def test_only_cw_reads_the_central_greedy_value(np_ops: NumpyOps, rng: np.random.Generator) -> None:
+    """OW callers skip computing Q*_target(s, u^) (PyTorch's update does); CW cannot."""
+    d = sample(rng)
+    common = {
+        "td_error": d["q_tot"] - d["target"], "target": d["target"], "alpha": 0.25,
+        "is_greedy": W.is_greedy_joint_action(np_ops, d["actions"], d["greedy"], d["agent_mask"]),
+    }  # fmt: skip
+    with_value = W.weights_for(np_ops, "ow", q_central_greedy=d["q_central_greedy"], **common)
+    without = W.weights_for(np_ops, "ow", q_central_greedy=None, **common)
+    np.testing.assert_array_equal(without, with_value)
+    with pytest.raises(ValueError, match="CW weighting needs"):
+        W.weights_for(np_ops, "cw", q_central_greedy=None, **common)
+
+
 def test_defect7_unknown_weighting_raises(np_ops: NumpyOps, rng: np.random.Generator) -> None:
     with pytest.raises(ValueError, match="unknown WQMIX weighting 'uniform'"):
         losses(np_ops, sample(rng), "uniform")
