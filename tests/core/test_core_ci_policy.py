@@ -4,27 +4,17 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from pytest_run import run_pytest
 
-ROOT = Path(__file__).resolve().parents[2]
 TARGET = "tests/core/test_core_migrations.py::test_migrations_match_the_models_on_postgresql"
 
 
 def _run_without_postgres(ci: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "CI"}
     env.update({"CI": ci, "MARLFORGE_DATABASE_URL": "postgresql+psycopg://postgres@127.0.0.1:1/x"})
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", TARGET, "-q", "-p", "no:cacheprovider", "-rs"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_pytest([TARGET, "-q", "-rs"], env=env)
 
 
 @pytest.mark.parametrize(

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from pytest_run import ROOT, run_pytest
 
 GROUPED = """
 import pytest
@@ -36,16 +34,8 @@ def pytest_collection_modifyitems(items):
 """
 
 
-def _pytest(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+def _pytest(args: list[str], cwd: Path = ROOT, env: dict[str, str] | None = None) -> str:
+    result = run_pytest(args, cwd, env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result.stdout
 
@@ -66,7 +56,7 @@ def test_parity_tests_are_grouped_by_learner(tmp_path: Path) -> None:
     (tmp_path / "group_probe.py").write_text(PROBE)
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     target = "tests/learners/parity/test_parity_updates.py"
-    out = _pytest([target, "--collect-only", "-q", "-p", "group_probe"], ROOT, env)
+    out = _pytest([target, "--collect-only", "-q", "-p", "group_probe"], env=env)
 
     groups = {}
     for line in out.splitlines():
