@@ -17,6 +17,9 @@ prints the training env steps/s beside the bare env's figure measured the same w
 ``onpolicy`` measures MAPPO/IPPO training (rollout + update, no evaluation or checkpoints) against
 the bare env with random actions, interleaving the two, one rollout's worth of steps each, so that
 a busy machine slows both alike; it prints the medians and their ratio.
+
+``train`` and ``onpolicy`` take ``--device cuda`` (or ``auto``) to run the learner on a GPU; the
+environments always step on the CPU.
 """
 
 from __future__ import annotations
