@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 # MPE episodes last 25 steps: a rollout of 100 steps per copy is four whole episodes, so rollouts
 # (and checkpoints) fall on episode boundaries. On simple_spread, five epochs of one minibatch
 # learned about as fast per env step as ten epochs of two at half the cost. The step size: 7e-4
-# learned slowly; 2e-3 fast, but over 1M steps it collapsed some seeds' policies (entropy to ~0,
-# agents walking off, returns near -50); 1e-3 learned on every seed tried without collapsing
+# learned slowly; 2e-3 fast, but some 1M-step runs' policies collapsed (entropy to ~0, agents
+# walking off, returns near -50); 1e-3 collapsed fewer of the runs tried, not none
 # (docs/algorithms.md has the figures).
 _MPE_DEFAULTS: Mapping[str, Any] = {
     "rollout_length": 100,
