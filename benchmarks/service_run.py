@@ -29,7 +29,9 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-TERMINAL = {"succeeded", "failed", "cancelled"}
+sys.path.insert(0, str(ROOT))
+
+from core.enums import TERMINAL_STATUSES  # noqa: E402
 
 
 def free_port() -> int:
@@ -62,7 +64,7 @@ def run(spec: dict[str, Any], http: httpx.Client, timeout: float) -> int:
     experiment = response.json()
     eid = experiment["id"]
     seen = [experiment["status"]]
-    while experiment["status"] not in TERMINAL:
+    while experiment["status"] not in TERMINAL_STATUSES:
         if time.monotonic() - submitted > timeout:
             print(f"still {experiment['status']} after {timeout:.0f} s")
             return 1
@@ -76,29 +78,18 @@ def run(spec: dict[str, Any], http: httpx.Client, timeout: float) -> int:
         print(f"reason: {experiment['status_reason']}")
         return 1
 
-    points: list[dict[str, Any]] = []
-    after: int | None = None
-    while True:
-        params: dict[str, Any] = {"limit": 500}
-        if after is not None:
-            params["after_step"] = after
-        page = http.get(f"/v1/experiments/{eid}/metrics", params=params).json()
-        points.extend(page["items"])
-        after = page["next_after_step"]
-        if after is None:
-            break
-    last = {p["name"]: (p["step"], p["value"]) for p in points}
+    latest = experiment["latest_metrics"]
     for name in ("perf/steps_per_second", "eval/episode_return", "train/episode_return"):
-        if name in last:
-            print(f"  {name} at step {last[name][0]}: {last[name][1]:.2f}")
+        if name in latest:
+            print(f"  {name} at step {latest[name]['step']}: {latest[name]['value']:.2f}")
 
     checkpoints = http.get(f"/v1/experiments/{eid}/checkpoints").json()["items"]
-    latest = checkpoints[-1]
-    data = http.get(f"/v1/experiments/{eid}/checkpoints/{latest['id']}/file").content
+    last = checkpoints[-1]
+    data = http.get(f"/v1/experiments/{eid}/checkpoints/{last['id']}/file").content
     digest = hashlib.sha256(data).hexdigest()
-    ok = digest == latest["sha256"]
+    ok = digest == last["sha256"]
     print(
-        f"  checkpoint at step {latest['step']}: {len(data)} bytes, sha256 "
+        f"  checkpoint at step {last['step']}: {len(data)} bytes, sha256 "
         f"{'matches' if ok else 'DIFFERS from'} the listed one"
     )
     return 0 if ok else 1
