@@ -152,8 +152,10 @@ class WQMIXLoss(nn.Cell):
         self.nets = nets
         self.gamma, self.weighting, self.alpha = config.gamma, config.weighting, config.alpha
 
-    def _targets(self, b: tuple[Tensor, ...], greedy: Tensor) -> tuple[Tensor, Tensor]:
-        """y and Q*_target(s, u^) (for CW), without gradient."""
+    def _targets(self, b: tuple[Tensor, ...], greedy: Tensor) -> tuple[Tensor, Tensor | None]:
+        """y and, for CW (the only weighting that reads it), Q*_target(s, u^), without gradient.
+        The weighting is a constant of the cell, so a compiled OW graph never holds the second
+        target pass."""
         obs, state, _, rewards, next_obs, next_state, terminated, mask, _, next_avail = b
         nets, live = self.nets, mask > 0.5
         greedy_next = ops.argmax(nets.utilities(nets.agent, next_obs, next_avail), -1)
@@ -161,6 +163,8 @@ class WQMIXLoss(nn.Cell):
         q_star_next = nets.target_central_mixer(OPS.where(live, q_next, 0.0), next_state)
         team_reward = ops.sum(rewards * mask, -1) / ops.clamp(ops.sum(mask, -1), min=1.0)
         target = td_target(OPS, team_reward, q_star_next, terminated, self.gamma)
+        if self.weighting != "cw":
+            return target, None
         q_greedy = OPS.gather_last(nets.target_central_agent(obs, obs)[0], greedy)
         q_star_greedy = nets.target_central_mixer(OPS.where(live, q_greedy, 0.0), state)
         return target, ops.stop_gradient(q_star_greedy)
@@ -207,13 +211,15 @@ class RecurrentWQMIXLoss(nn.Cell):
     def _targets(
         self, obs: Tensor, state: Tensor, live: Tensor, greedy_all: Tensor, team_reward: Tensor,
         terminated: Tensor,
-    ) -> tuple[Tensor, Tensor]:  # fmt: skip
-        """y and Q*_target(s, u^) (for CW), without gradient."""
+    ) -> tuple[Tensor, Tensor | None]:  # fmt: skip
+        """y and, for CW only, Q*_target(s, u^), without gradient."""
         nets = self.nets
         q_target = ops.stop_gradient(self._unroll(nets.target_central_agent, obs))
         q_next = OPS.where(live, OPS.gather_last(q_target[1:], greedy_all[1:]), 0.0)
         q_star_next = nets.target_central_mixer(q_next, state[1:])
         target = td_target(OPS, team_reward, q_star_next, terminated, self.gamma)
+        if self.weighting != "cw":
+            return target, None
         q_greedy = OPS.where(live, OPS.gather_last(q_target[:-1], greedy_all[:-1]), 0.0)
         q_star_greedy = nets.target_central_mixer(q_greedy, state[:-1])
         return target, ops.stop_gradient(q_star_greedy)

@@ -209,8 +209,10 @@ class TensorFlowWQMIX(TensorFlowState, WQMIXLearner[tf.Tensor]):
 
     # -- learning -----------------------------------------------------------------------------
 
-    def _targets(self, b: Batch, greedy: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """y and Q*_target(s, u^) (for CW); computed outside the tape, so without gradient."""
+    def _targets(self, b: Batch, greedy: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor | None]:
+        """y and, for CW (the only weighting that reads it), Q*_target(s, u^); computed outside
+        the tape, so without gradient. The weighting is a Python constant, so an OW graph never
+        holds the second target pass."""
         ops, nets = self.ops, self.nets
         live = b["agent_mask"] > 0.5
         greedy_next = tf.argmax(
@@ -223,6 +225,8 @@ class TensorFlowWQMIX(TensorFlowState, WQMIXLearner[tf.Tensor]):
             tf.reduce_sum(mask, -1), 1.0
         )
         target = td_target(ops, team_reward, q_star_next, b["terminated"], self.config.gamma)
+        if self.config.weighting != "cw":
+            return target, None
         q_greedy = ops.gather_last(nets["target_central_agent"](b["obs"])[0], greedy)
         q_star_greedy = nets["target_central_mixer"](ops.where(live, q_greedy, 0.0), b["state"])
         return target, q_star_greedy
@@ -287,15 +291,17 @@ class TensorFlowWQMIX(TensorFlowState, WQMIXLearner[tf.Tensor]):
 
     def _episode_targets(
         self, b: Batch, greedy: tf.Tensor, greedy_next: tf.Tensor
-    ) -> tuple[tf.Tensor, tf.Tensor]:
-        """y (T, B) and Q*_target(s_t, u^_t) (for CW) from the target central networks unrolled
-        over all T+1 steps; computed outside the tape, so without gradient."""
+    ) -> tuple[tf.Tensor, tf.Tensor | None]:
+        """y (T, B) and, for CW only, Q*_target(s_t, u^_t) from the target central networks
+        unrolled over all T+1 steps; computed outside the tape, so without gradient."""
         ops, nets = self.ops, self.nets
         live = b["agent_mask"] > 0.5
         q_target = self._unroll("target_central_agent", b["obs"])
         q_next = ops.where(live, ops.gather_last(q_target[1:], greedy_next), 0.0)
         q_star_next = nets["target_central_mixer"](q_next, b["state"][1:])
         target = td_target(ops, b["team_reward"], q_star_next, b["terminated"], self.config.gamma)
+        if self.config.weighting != "cw":
+            return target, None
         q_greedy = ops.where(live, ops.gather_last(q_target[:-1], greedy), 0.0)
         return target, nets["target_central_mixer"](q_greedy, b["state"][:-1])
 

@@ -82,7 +82,7 @@ def test_cw_weights_closed_form(np_ops: NumpyOps, rng: np.random.Generator) -> N
 
 
 def test_only_cw_reads_the_central_greedy_value(np_ops: NumpyOps, rng: np.random.Generator) -> None:
-    """OW callers skip computing Q*_target(s, u^) (PyTorch's update does); CW cannot."""
+    """OW callers skip computing Q*_target(s, u^) (every backend's update does); CW cannot."""
     d = sample(rng)
     common = {
         "td_error": d["q_tot"] - d["target"], "target": d["target"], "alpha": 0.25,
