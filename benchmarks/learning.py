@@ -68,23 +68,29 @@ def default_spec(
 
 class EchoHooks(MemoryHooks):
     """``MemoryHooks`` that also print each evaluation as it lands, with the seconds so far and
-    the process's CPU seconds, so a long run that is cut off still leaves its curve."""
+    the process's CPU seconds, so a long run that is cut off still leaves its curve. For MAPPO and
+    IPPO the line also gives the policy's entropy at the last update (a collapsed policy's is near
+    0: ``docs/algorithms.md``, "Policy collapse")."""
 
     def __init__(self, seed: int) -> None:
         super().__init__()
         self.seed = seed
         self.start = time.perf_counter()
         self.cpu_start = time.process_time()
+        self.entropy: float | None = None
 
     def metrics(self, points: Sequence[MetricPoint]) -> None:
         super().metrics(points)
         for point in points:
-            if point.name == "eval/episode_return":
+            if point.name == "learner/entropy":
+                self.entropy = point.value
+            elif point.name == "eval/episode_return":
                 wall = time.perf_counter() - self.start
                 cpu = time.process_time() - self.cpu_start
+                entropy = "" if self.entropy is None else f", entropy {self.entropy:.2f}"
                 print(
                     f"  seed {self.seed} step {point.step}: {point.value:.1f}"
-                    f"  ({wall:.0f} s, {cpu:.0f} s CPU)",
+                    f"  ({wall:.0f} s, {cpu:.0f} s CPU{entropy})",
                     flush=True,
                 )
 
