@@ -138,6 +138,13 @@ class Api:
         body: dict[str, Any] = response.json()
         return body
 
+    def transitions(self, experiment_id: str) -> list[tuple[str | None, str]]:
+        """The run's recorded status transitions, oldest first (its timeline). Unlike the statuses
+        a poll happens to see, it misses none: a short run can start and end between two polls."""
+        response = self.http.get(f"/v1/experiments/{experiment_id}/timeline")
+        assert response.status_code == 200, response.text
+        return [(t["from_status"], t["to_status"]) for t in response.json()["items"]]
+
     def wait_until(
         self, experiment_id: str, statuses: set[str], min_step: int = 0, timeout: float = 240
     ) -> tuple[dict[str, Any], list[str]]:

@@ -207,9 +207,11 @@ def test_a_built_pair_trains_and_every_backend_acts_alike_on_its_checkpoint(
     from learners.checkpoint import read_manifest
 
     created = full_stack.api.submit(case.spec())
-    done, seen = full_stack.api.wait_until(created["id"], {"succeeded"}, timeout=600)
+    done, _ = full_stack.api.wait_until(created["id"], {"succeeded"}, timeout=600)
 
-    assert "running" in seen
+    assert full_stack.api.transitions(created["id"]) == [
+        (None, "queued"), ("queued", "running"), ("running", "succeeded"),
+    ]  # fmt: skip
     assert done["progress"] == {"step": TOTAL_STEPS, "total_steps": TOTAL_STEPS, "fraction": 1.0}
     for name, value in case.variant.items():
         assert done["spec"]["hyperparameters"][name] == value

@@ -28,9 +28,11 @@ def test_a_ddpg_run_trains_and_its_checkpoint_acts(
     created = stack.submit(tiny_spec(total_steps=400))
     assert created["status"] == "queued"
 
-    done, seen = stack.wait_until(created["id"], {"succeeded"})
+    done, _ = stack.wait_until(created["id"], {"succeeded"})
 
-    assert "running" in seen
+    assert stack.transitions(created["id"]) == [
+        (None, "queued"), ("queued", "running"), ("running", "succeeded"),
+    ]  # fmt: skip
     assert done["progress"] == {"step": 400, "total_steps": 400, "fraction": 1.0}
     assert done["started_at"] and done["finished_at"]
     points = stack.all_metrics(created["id"])
