@@ -103,6 +103,10 @@ class ServiceProcess:
         return self.process.returncode
 
 
+RAN_TO_SUCCESS = [(None, "queued"), ("queued", "running"), ("running", "succeeded")]
+"""The timeline (``Api.transitions``) of a run that a worker took from the queue and finished."""
+
+
 class Api:
     """A client of a running API."""
 
@@ -147,17 +151,15 @@ class Api:
 
     def wait_until(
         self, experiment_id: str, statuses: set[str], min_step: int = 0, timeout: float = 240
-    ) -> tuple[dict[str, Any], list[str]]:
+    ) -> dict[str, Any]:
         """Poll until the status is one of ``statuses`` (and the step at least ``min_step``);
-        returns the experiment and every status seen on the way."""
-        seen: list[str] = []
+        returns the experiment. The statuses it went through are ``transitions``'s to tell: a
+        poll can miss one."""
         deadline = time.monotonic() + timeout
         while True:
             body = self.get(experiment_id)
-            if not seen or seen[-1] != body["status"]:
-                seen.append(body["status"])
             if body["status"] in statuses and body["progress"]["step"] >= min_step:
-                return body, seen
+                return body
             if body["status"] in TERMINAL - statuses:
                 raise AssertionError(f"ended {body['status']}: {body['status_reason']}")
             if time.monotonic() > deadline:

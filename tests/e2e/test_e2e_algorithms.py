@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from e2e_support import Stack
+from e2e_support import RAN_TO_SUCCESS, Stack
 from numpy.typing import NDArray
 
 from learners.config import AlgorithmConfig
@@ -207,11 +207,9 @@ def test_a_built_pair_trains_and_every_backend_acts_alike_on_its_checkpoint(
     from learners.checkpoint import read_manifest
 
     created = full_stack.api.submit(case.spec())
-    done, _ = full_stack.api.wait_until(created["id"], {"succeeded"}, timeout=600)
+    done = full_stack.api.wait_until(created["id"], {"succeeded"}, timeout=600)
 
-    assert full_stack.api.transitions(created["id"]) == [
-        (None, "queued"), ("queued", "running"), ("running", "succeeded"),
-    ]  # fmt: skip
+    assert full_stack.api.transitions(created["id"]) == RAN_TO_SUCCESS
     assert done["progress"] == {"step": TOTAL_STEPS, "total_steps": TOTAL_STEPS, "fraction": 1.0}
     for name, value in case.variant.items():
         assert done["spec"]["hyperparameters"][name] == value

@@ -68,7 +68,7 @@ def test_make_up_runs_an_experiment_and_survives_a_restart(
 
     second, api = _up(var_dir, port, "up-2.log")
     try:
-        done, _ = api.wait_until(created["id"], {"succeeded"})
+        done = api.wait_until(created["id"], {"succeeded"})
         assert done["progress"]["step"] == 1200 and done["attempts"] == 2
         latest = api.checkpoints(created["id"])[-1]
         data = api.http.get(

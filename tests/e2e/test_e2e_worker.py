@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from e2e_support import Api
+from e2e_support import RAN_TO_SUCCESS, Api
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.integration]
 
@@ -28,11 +28,9 @@ def test_a_ddpg_run_trains_and_its_checkpoint_acts(
     created = stack.submit(tiny_spec(total_steps=400))
     assert created["status"] == "queued"
 
-    done, _ = stack.wait_until(created["id"], {"succeeded"})
+    done = stack.wait_until(created["id"], {"succeeded"})
 
-    assert stack.transitions(created["id"]) == [
-        (None, "queued"), ("queued", "running"), ("running", "succeeded"),
-    ]  # fmt: skip
+    assert stack.transitions(created["id"]) == RAN_TO_SUCCESS
     assert done["progress"] == {"step": 400, "total_steps": 400, "fraction": 1.0}
     assert done["started_at"] and done["finished_at"]
     points = stack.all_metrics(created["id"])
@@ -83,7 +81,7 @@ def test_cancel_a_running_and_a_queued_run_then_resume(
 
     cancelled_queued = stack.http.post(f"/v1/experiments/{queued['id']}/cancel").json()
     cancelling = stack.http.post(f"/v1/experiments/{running['id']}/cancel").json()
-    stopped, _ = stack.wait_until(running["id"], {"cancelled"})
+    stopped = stack.wait_until(running["id"], {"cancelled"})
 
     assert cancelled_queued["status"] == "cancelled"
     assert cancelling["status"] in {"cancelling", "cancelled"}
@@ -94,7 +92,7 @@ def test_cancel_a_running_and_a_queued_run_then_resume(
     resumed = stack.http.post(f"/v1/experiments/{running['id']}/resume").json()
     assert resumed["status"] == "queued"
     assert resumed["status_reason"] == f"resumed from the checkpoint at step {step}"
-    done, _ = stack.wait_until(running["id"], {"succeeded"})
+    done = stack.wait_until(running["id"], {"succeeded"})
 
     assert done["progress"]["step"] == 1600 and done["attempts"] == 2
     _assert_ordered_without_duplicates(stack.all_metrics(running["id"]))
