@@ -1,12 +1,15 @@
-"""``train``: metrics, progress, checkpoints, should_stop, devices, and exact resume."""
+"""``train``: metrics, progress, checkpoints, should_stop, devices, exact resume, and evaluation
+that leaves training alone."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from numpy.typing import NDArray
 
 from learners.backends import DeviceUnavailable
 from learners.checkpoint import CheckpointError, read
@@ -126,6 +129,59 @@ def test_resume_continues_exactly(
     assert halves.series("eval/episode_return")[-1] == pytest.approx(
         whole.series("eval/episode_return")[-1], rel=1e-5
     )
+
+
+EVALUATION_CASES = [
+    pytest.param(a, {}, id=str(a)) for a, b in built_pairs() if b == Backend.TORCH
+] + [
+    pytest.param(
+        Algorithm.MAPPO,
+        {"hyperparameters": {"hidden_sizes": [32, 32], "recurrent": True, "rnn_hidden_size": 16}},
+        id="mappo-recurrent",
+    ),
+    pytest.param(
+        Algorithm.WQMIX,
+        {"hyperparameters": RECURRENT_WQMIX, "env": SHORT_EPISODES},
+        id="wqmix-recurrent",
+    ),
+]
+
+
+@pytest.mark.parametrize(("algorithm", "variant"), EVALUATION_CASES)
+def test_evaluating_often_leaves_training_unchanged(
+    algorithm: str,
+    variant: dict[str, object],
+    make_spec: Callable[..., ExperimentSpec],
+    tmp_path: Path,
+) -> None:
+    """A run evaluated every 100 steps ends with the same checkpoint (weights, optimiser state,
+    generators, counters) as the same run evaluated only at its end: greedy acting draws nothing
+    from the exploration generator, counts no exploring steps and keeps its recurrent state apart
+    from the training copies', so a result does not depend on how often someone watched it."""
+
+    def run(every: int) -> tuple[dict[str, NDArray[Any]], list[tuple[int, float]]]:
+        spec = make_spec(
+            algorithm,
+            Backend.TORCH,
+            total_steps=600,
+            evaluation={"every_steps": every, "episodes": 3},
+            checkpoint={"every_steps": 600},
+            **variant,
+        )
+        (tmp_path / str(every)).mkdir()
+        hooks = MemoryHooks(tmp_path / str(every))
+        train(spec, hooks)
+        path = hooks.checkpoints[-1][1]
+        assert path is not None
+        return read(path)[0], hooks.series("eval/episode_return")
+
+    often, often_evals = run(100)
+    once, once_evals = run(600)
+    assert len(often_evals) > 1 and len(once_evals) == 1
+    assert set(often) == set(once)
+    for name, value in once.items():
+        np.testing.assert_array_equal(often[name], value, err_msg=name)
+    assert often_evals[-1] == once_evals[-1]
 
 
 def test_resume_refuses_another_runs_checkpoint(
