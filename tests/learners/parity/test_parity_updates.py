@@ -7,6 +7,8 @@
   the state after it (weights, targets, Adam's moments, value normaliser, generators) agree to 1e-5;
 - ten updates (with the step size decaying for on-policy learners): the stats of each and the state
   after them agree to 1e-3;
+- CW-QMIX: ten updates on batches where every other row is the greedy joint action (CW weighs it
+  1, a branch random data reaches by chance only);
 - the other way round: a run trained in the other backend resumes in PyTorch and the two go on
   making the same update.
 """
@@ -32,6 +34,7 @@ from parity_cases import REFERENCE, Variant, build, data, observation, parity_pa
 
 from learners.algorithms.wqmix import WQMIXConfig
 from learners.enums import Algorithm, Backend
+from learners.envs.base import Observation
 from learners.registry import RunnerKind, entry
 
 PARAMS = parity_params()
@@ -127,6 +130,45 @@ def test_ten_updates(
         want = update(algorithm, reference, batch, k)
         got = update(algorithm, other, batch, k)
         assert_stats_close(got, want, TEN_UPDATES, f"stats of update {k}")
+    assert_states_close(other.state(), reference.state(), TEN_UPDATES, "state after ten updates")
+
+
+CW_TRANSITION_PARAMS = [
+    p
+    for p in PARAMS
+    if isinstance(p.values[2].config, WQMIXConfig)
+    and p.values[2].config.weighting == "cw"
+    and not p.values[2].config.recurrent
+]
+
+
+@pytest.mark.parametrize(("algorithm", "backend", "variant"), CW_TRANSITION_PARAMS)
+def test_cw_qmix_on_greedy_joint_actions(
+    algorithm: Algorithm, backend: Backend, variant: Variant, tmp_path: Path
+) -> None:
+    """A training replay holds mostly greedy joint actions, random data almost none (one row in
+    125 with three agents of five actions), so CW's first branch (w = 1 on the greedy joint
+    action) would be reached by chance only. Here every other row of each batch takes the
+    reference agents' greedy joint action at that moment, for ten updates: the first update's
+    stats agree to 1e-5, every later one's and the state after them to 1e-3."""
+    config = variant.config
+    assert isinstance(config, WQMIXConfig)
+    reference, other = _pair(algorithm, backend, variant, tmp_path)
+    for k in range(10):
+        batch = data(algorithm, variant, seed=30 + k)
+        obs = Observation(
+            obs=batch.obs, obs_mask=np.ones_like(batch.obs), state=batch.state,
+            agent_mask=batch.agent_mask, avail_actions=batch.avail_actions,
+        )  # fmt: skip
+        batch.actions[::2] = reference.act(obs, explore=False)[::2]
+        want = update(algorithm, reference, batch, k)
+        got = update(algorithm, other, batch, k)
+        assert_stats_close(got, want, ONE_UPDATE if k == 0 else TEN_UPDATES, f"update {k}")
+        # The greedy rows with a live agent weigh 1, so the test reaches the branch it is for.
+        live = batch.agent_mask.max(axis=-1) > 0.5
+        greedy_share = live[::2].sum() / live.sum()
+        floor = greedy_share + config.alpha * (1 - greedy_share)
+        assert want["weight_mean"] >= floor - 1e-6, (k, want["weight_mean"], floor)
     assert_states_close(other.state(), reference.state(), TEN_UPDATES, "state after ten updates")
 
 
