@@ -7,7 +7,7 @@ takes its final checkpoint: weights, Adam's moments and the replay buffer, so th
 run on what a training run holds (mostly greedy joint actions, real returns), not on random data.
 Then, for OW and for CW in turn, it loads that state into a PyTorch learner and into
 ``--backend``'s and feeds both the same ``--updates`` batches, drawn from the checkpoint's replay
-buffer by one generator. At 1, 10, 100, ... updates it prints
+buffer by one generator. After 1, 10, 30, 100, 300, ... updates it prints
 
 - the weights' drift: per tensor ``||a - b|| / ||b||`` over the live networks, the largest;
 - how many updates so far had a ``weight_mean`` that differs between the two by more than 1e-4.
@@ -74,6 +74,8 @@ def weight_drift(a: dict[str, Any], b: dict[str, Any]) -> float:
 
 
 def drift(path: Path, backend: str, weighting: str, updates: int, seed: int) -> None:
+    """PyTorch's and ``backend``'s learners from the checkpoint at ``path``, with ``weighting``,
+    through ``updates`` identical updates; prints the drift as it goes."""
     tensors, manifest = checkpoint.read(path)
     info = checkpoint.env_info_from_json(manifest.env)
     spec = default_spec("wqmix", "torch", "simple_spread_v3", seed=seed, steps=1, num_envs=8)
