@@ -146,11 +146,11 @@ CW_TRANSITION_PARAMS = [
 def test_cw_qmix_on_greedy_joint_actions(
     algorithm: Algorithm, backend: Backend, variant: Variant, tmp_path: Path
 ) -> None:
-    """A training replay holds mostly greedy joint actions, random data almost none (one row in
-    125 with three agents of five actions), so CW's first branch (w = 1 on the greedy joint
-    action) would be reached by chance only. Here every other row of each batch takes the
-    reference agents' greedy joint action at that moment, for ten updates: the first update's
-    stats agree to 1e-5, every later one's and the state after them to 1e-3."""
+    """A training replay holds mostly greedy joint actions, random data few (with three agents of
+    five actions, one row in 125 where every action is available), so CW's first branch (w = 1 on
+    the greedy joint action) would be reached by chance only. Here every other row of each batch
+    takes the reference agents' greedy joint action at that moment, for ten updates: the first
+    update's stats agree to 1e-5, every later one's and the state after them to 1e-3."""
     config = variant.config
     assert isinstance(config, WQMIXConfig)
     reference, other = _pair(algorithm, backend, variant, tmp_path)
