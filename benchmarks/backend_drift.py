@@ -41,18 +41,15 @@ from learners.buffers.replay import ReplayBuffer  # noqa: E402
 from learners.enums import Backend  # noqa: E402
 from learners.hooks import MemoryHooks  # noqa: E402
 from learners.registry import entry  # noqa: E402
+from learners.spec import ExperimentSpec  # noqa: E402
 from learners.training import train  # noqa: E402
 
 REPORT_AT = (1, 10, 30, 100, 300, 1000, 3000, 10000)
 WEIGHT_MEAN_FLIP = 1e-4
 
 
-def warmup_checkpoint(steps: int, seed: int, directory: Path) -> Path:
-    """Train PyTorch's OW-QMIX for ``steps`` env steps; the path of its final checkpoint."""
-    spec = default_spec(
-        "wqmix", "torch", "simple_spread_v3", seed=seed, steps=steps, num_envs=8,
-        eval_every=steps, eval_episodes=1,
-    )  # fmt: skip
+def warmup_checkpoint(spec: ExperimentSpec, directory: Path) -> Path:
+    """Train ``spec`` (PyTorch's OW-QMIX); the path of its final checkpoint."""
     hooks = MemoryHooks(checkpoint_dir=directory)
     train(spec, hooks)
     path = hooks.checkpoints[-1][1]
@@ -73,22 +70,21 @@ def weight_drift(a: dict[str, Any], b: dict[str, Any]) -> float:
     return worst
 
 
-def drift(path: Path, backend: str, weighting: str, updates: int, seed: int) -> None:
-    """PyTorch's and ``backend``'s learners from the checkpoint at ``path``, with ``weighting``,
-    through ``updates`` identical updates; prints the drift as it goes."""
+def drift(spec: ExperimentSpec, path: Path, backend: str, weighting: str, updates: int) -> None:
+    """PyTorch's and ``backend``'s learners from the checkpoint at ``path`` (taken by ``spec``'s
+    run), with ``weighting``, through ``updates`` identical updates; prints the drift as it goes."""
     tensors, manifest = checkpoint.read(path)
     info = checkpoint.env_info_from_json(manifest.env)
-    spec = default_spec("wqmix", "torch", "simple_spread_v3", seed=seed, steps=1, num_envs=8)
     config = spec.config().model_copy(update={"weighting": weighting})
     assert isinstance(config, WQMIXConfig)
     algo = entry("wqmix")
     pair = (Backend.TORCH, Backend(backend))
-    learners = [algo.learner_class(b)(config, info, "cpu", seed) for b in pair]
+    learners = [algo.learner_class(b)(config, info, "cpu", spec.seed) for b in pair]
     for learner in learners:
         learner.load_state(tensors)
     buffer = ReplayBuffer(info, config.buffer_size, with_state=True)
     buffer.load_state(tensors)
-    sampler = np.random.default_rng(seed)
+    sampler = np.random.default_rng(spec.seed)
     flips = 0
     print(f"{weighting.upper()}: torch against {backend}, {buffer.size} stored transitions")
     for k in range(1, updates + 1):
@@ -113,10 +109,15 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    steps = args.warmup_steps
+    spec = default_spec(
+        "wqmix", "torch", "simple_spread_v3", seed=args.seed, steps=steps, num_envs=8,
+        eval_every=steps, eval_episodes=1,
+    )  # fmt: skip
     with tempfile.TemporaryDirectory() as directory:
-        path = warmup_checkpoint(args.warmup_steps, args.seed, Path(directory))
+        path = warmup_checkpoint(spec, Path(directory))
         for weighting in ("ow", "cw"):
-            drift(path, args.backend, weighting, args.updates, args.seed)
+            drift(spec, path, args.backend, weighting, args.updates)
 
 
 if __name__ == "__main__":
