@@ -117,3 +117,25 @@ def test_load_policy_refuses_a_backend_it_cannot_use(
     write(path, {"x": np.zeros(1, np.float32)}, manifest)
     with pytest.raises(CheckpointError, match="not by mindspore"):
         load_policy(path, backend="mindspore")
+
+
+def test_torch_optimiser_state_is_loaded_as_a_copy() -> None:
+    """Adam updates its moments in place; loaded from a checkpoint's arrays, it must not write
+    into them, or one checkpoint loaded twice (two learners, or OW then CW) starts differently."""
+    torch = pytest.importorskip("torch")
+    from learners.backends.torch.networks import load_optimizer, optimizer_state
+
+    module = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.Adam(module.parameters(), lr=1e-2)
+    module(torch.ones(1, 3)).sum().backward()
+    optimizer.step()
+    tensors = optimizer_state("net", optimizer, "net", module)
+    before = {k: v.copy() for k, v in tensors.items()}
+
+    fresh = torch.optim.Adam(module.parameters(), lr=1e-2)
+    load_optimizer("net", fresh, "net", module, tensors)
+    module(torch.full((1, 3), 2.0)).sum().backward()
+    fresh.step()
+    assert int(fresh.state[module.weight]["step"]) == 2  # the loaded state was stepped
+    for key, value in before.items():
+        np.testing.assert_array_equal(tensors[key], value, err_msg=key)

@@ -131,13 +131,14 @@ def load_optimizer(
     module: nn.Module,
     tensors: Mapping[str, NDArray[Any]],
 ) -> None:
-    """Load ``optimizer_state``'s arrays back into ``optimizer`` (a fresh one stays fresh)."""
+    """Load ``optimizer_state``'s arrays back into ``optimizer`` (a fresh one stays fresh). The
+    moments are copies: Adam updates them in place, and ``tensors`` stays as the caller gave it."""
     state: dict[int, dict[str, torch.Tensor]] = {}
     for index, name in enumerate(_param_names(prefix, module)):
         head = f"optim/{net}/{name}/"
         entries = {k[len(head) :]: v for k, v in tensors.items() if k.startswith(head)}
         if entries:
-            state[index] = {k: torch.as_tensor(np.asarray(v)) for k, v in entries.items()}
+            state[index] = {k: torch.tensor(np.asarray(v)) for k, v in entries.items()}
     saved = optimizer.state_dict()
     optimizer.load_state_dict({"state": state, "param_groups": saved["param_groups"]})
 
