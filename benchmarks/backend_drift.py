@@ -70,10 +70,17 @@ def weight_drift(a: dict[str, Any], b: dict[str, Any]) -> float:
     return worst
 
 
-def drift(spec: ExperimentSpec, path: Path, backend: str, weighting: str, updates: int) -> None:
-    """PyTorch's and ``backend``'s learners from the checkpoint at ``path`` (taken by ``spec``'s
-    run), with ``weighting``, through ``updates`` identical updates; prints the drift as it goes."""
-    tensors, manifest = checkpoint.read(path)
+def drift(
+    spec: ExperimentSpec,
+    saved: tuple[checkpoint.Tensors, checkpoint.Manifest],
+    backend: str,
+    weighting: str,
+    updates: int,
+) -> None:
+    """PyTorch's and ``backend``'s learners from ``saved`` (the tensors and manifest of the
+    checkpoint ``spec``'s run took), with ``weighting``, through ``updates`` identical updates;
+    prints the drift as it goes."""
+    tensors, manifest = saved
     info = checkpoint.env_info_from_json(manifest.env)
     config = spec.config().model_copy(update={"weighting": weighting})
     assert isinstance(config, WQMIXConfig)
@@ -115,9 +122,9 @@ def main() -> None:
         eval_every=steps, eval_episodes=1,
     )  # fmt: skip
     with tempfile.TemporaryDirectory() as directory:
-        path = warmup_checkpoint(spec, Path(directory))
-        for weighting in ("ow", "cw"):
-            drift(spec, path, args.backend, weighting, args.updates)
+        saved = checkpoint.read(warmup_checkpoint(spec, Path(directory)))
+    for weighting in ("ow", "cw"):
+        drift(spec, saved, args.backend, weighting, args.updates)
 
 
 if __name__ == "__main__":
