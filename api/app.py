@@ -20,9 +20,13 @@ from api.routes import (
     events,
     experiments,
     health,
+    keys,
     metrics,
     replays,
 )
+from api.routes import session as session_routes
+from api.security import BrowserSafety
+from core.auth.tokens import server_secret
 from core.db import make_engine, make_session_factory
 from core.queue import CeleryDispatcher, Dispatcher
 from core.settings import Settings, get_settings
@@ -33,6 +37,11 @@ DESCRIPTION = """Training-as-a-service for multi-agent reinforcement learning.
 
 Submit an experiment spec; a worker of its backend trains it; read its progress and metrics and
 download its checkpoints. Every error is `{"error": {"code", "message", "fields"}}`.
+
+Every route that reads or changes a project's data needs a key of that project, sent as
+`Authorization: Bearer mfk_...` (or the dashboard's session cookie). `viewer` keys read, `member`
+keys also submit, cancel and resume, `admin` keys also manage the project's keys. Only `/healthz`,
+`/readyz`, `/v1/algorithms` and the sign-in route are open.
 """
 
 
@@ -62,7 +71,9 @@ def create_app(
         session_factory=session_factory,
         dispatcher=dispatcher or CeleryDispatcher(settings),
         storage=storage or ArtifactStorage(settings.artifacts_dir),
+        secret=server_secret(settings),
     )
+    app.add_middleware(BrowserSafety)
     install_error_handlers(app)
     install_event_bus(app, settings)
     for router in (
@@ -71,6 +82,8 @@ def create_app(
         events.router,
         replays.router,
         metrics.router,
+        keys.router,
+        session_routes.router,
         catalogue.router,
         health.router,
         dashboard.router,

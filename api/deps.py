@@ -15,7 +15,6 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.errors import ApiError, FieldProblem
-from core.ids import is_id
 from core.queue import Dispatcher
 from core.settings import Settings
 from core.storage import ArtifactStorage
@@ -31,6 +30,8 @@ class Services:
     session_factory: sessionmaker[Session]
     dispatcher: Dispatcher
     storage: ArtifactStorage
+    secret: bytes
+    """The server secret that keys and sessions are hashed with (``core.auth.tokens``)."""
 
 
 def get_services(request: Request) -> Services:
@@ -62,13 +63,5 @@ async def json_body(request: Request) -> Any:
         ) from None
 
 
-def experiment_id_param(experiment_id: str) -> str:
-    """An experiment id from the path; a malformed one is simply not found."""
-    if not is_id(experiment_id):
-        raise ApiError(404, "not_found", f"no experiment with id {experiment_id!r}")
-    return experiment_id
-
-
 SessionDep = Annotated[Session, Depends(get_session)]
 ServicesDep = Annotated[Services, Depends(get_services)]
-ExperimentId = Annotated[str, Depends(experiment_id_param)]

@@ -66,7 +66,12 @@ _SERVICE_STATUS: dict[type[ServiceError], int] = {
     Conflict: 409,
     BrokerUnavailable: 503,
 }
-_HTTP_CODES = {404: "not_found", 405: "method_not_allowed", 413: "too_large", 415: "unsupported"}
+_HTTP_CODES = {
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "too_large",
+    415: "unsupported_media_type",
+}
 
 
 def error_json(
@@ -144,9 +149,14 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse, "description": text}
     for code, text in {
         400: "The body is not JSON.",
-        404: "No such experiment or checkpoint.",
+        401: "No API key or session, or one that is unknown, revoked or expired.",
+        403: "The key's role does not allow this, or a write came from another origin.",
+        404: "No such resource in the caller's project (another project's is not revealed).",
         409: "The experiment's status does not allow this.",
+        413: "The body is too large.",
+        415: "The body is not declared as JSON (`Content-Type: application/json`).",
         422: "A field is invalid; `error.fields` names it.",
+        429: "A project quota is reached; `Retry-After` says when to try again.",
         503: "The broker is unreachable.",
     }.items()
 }

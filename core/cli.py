@@ -5,7 +5,10 @@
 - ``marlforge worker [--backend B ...]``: a Celery worker on the backends' queues (all by default).
 - ``marlforge up``: the laptop mode: migrate, then run the API and one worker for every backend as
   child processes until Ctrl-C or SIGTERM, which stops both (the worker checkpoints its run first
-  and puts it back in the queue, so the next ``up`` continues it).
+  and puts it back in the queue, so the next ``up`` continues it). It prints a one-time URL that
+  signs the dashboard in as the local admin key (kept in ``<var>/admin.key``).
+- ``marlforge keys create --project NAME --role ROLE [--name LABEL]``, ``keys list [--project]``,
+  ``keys revoke ID``: manage API keys (``create`` prints the new key alone on its last line).
 
 This module is the composition root: it names the API and the worker by import string, so ``core``
 itself never imports ``api`` or ``workers``.
@@ -24,6 +27,8 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
+from core.auth import cli as keys_cli
+from core.enums import Role
 from core.settings import Settings, get_settings
 from learners.enums import Backend
 
@@ -100,12 +105,15 @@ def cmd_up(settings: Settings, host: str, port: int) -> int:
     cmd_migrate(settings, "head")
     if settings.uses_embedded_broker:
         _requeue_orphans(settings)
+    login_url = keys_cli.local_login_url(settings, host, port)
     env = {**os.environ, "MARLFORGE_VAR_DIR": str(settings.var_dir)}
     children = {
         "api": _spawn(["api", "--host", host, "--port", str(port)], env),
         "worker": _spawn(["worker"], env),
     }
     log.info("MARLForge is up: API on http://%s:%d (Ctrl-C stops it)", host, port)
+    # Printed, not logged: the URL signs a browser in once (as Jupyter's token URL does).
+    print(f"Open the dashboard, signed in as the local admin:\n    {login_url}", flush=True)
     stop = threading.Event()
 
     def _on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -215,7 +223,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     migrate = sub.add_parser("migrate", help="upgrade the database schema")
     migrate.add_argument("--revision", default="head", help="target revision (default: head)")
+    _add_keys_parser(sub)
     return parser
+
+
+def _add_keys_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    keys = sub.add_parser("keys", help="create, list and revoke API keys")
+    verbs = keys.add_subparsers(dest="verb", required=True)
+    create = verbs.add_parser("create", help="create a key (and its project when new)")
+    create.add_argument("--project", required=True, help="the project's name")
+    create.add_argument("--role", required=True, type=Role, choices=list(Role))
+    create.add_argument("--name", default=None, help="a label for people")
+    listing = verbs.add_parser("list", help="list keys")
+    listing.add_argument("--project", default=None, help="only this project's keys")
+    revoke = verbs.add_parser("revoke", help="revoke a key")
+    revoke.add_argument("key_id", metavar="ID", help="the key's id (from 'keys list')")
+
+
+def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
+    """``marlforge keys VERB``."""
+    if args.verb == "create":
+        return keys_cli.keys_create(settings, args.project, args.role, args.name)
+    if args.verb == "list":
+        return keys_cli.keys_list(settings, args.project)
+    return keys_cli.keys_revoke(settings, args.key_id)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -227,6 +258,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_migrate(settings, args.revision)
     if args.command == "worker":
         return cmd_worker(settings, args.backend)
+    if args.command == "keys":
+        return cmd_keys(settings, args)
     host = args.host or settings.api_host
     port = args.port or settings.api_port
     if args.command == "api":

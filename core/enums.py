@@ -39,3 +39,20 @@ class EventKind(StrEnum):
     METRICS = "metrics"
     CHECKPOINT = "checkpoint"
     LOG = "log"
+
+
+class Role(StrEnum):
+    """What an API key may do in its project; each role may do everything the one before may.
+
+    ``viewer`` reads; ``member`` also submits, cancels and resumes; ``admin`` also manages the
+    project's keys.
+    """
+
+    VIEWER = "viewer"
+    MEMBER = "member"
+    ADMIN = "admin"
+
+    def allows(self, needed: Role) -> bool:
+        """True when this role may do what ``needed`` may."""
+        order = list(Role)
+        return order.index(self) >= order.index(needed)

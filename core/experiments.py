@@ -7,6 +7,7 @@ never receives an id whose row it cannot read yet.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
@@ -25,6 +26,14 @@ log = logging.getLogger(__name__)
 S = ExperimentStatus
 
 
+@dataclass(frozen=True)
+class Actor:
+    """Who asks for a change: the key's id (kept in the timeline) and how to name it to people."""
+
+    key_id: str
+    label: str
+
+
 def get(session: Session, experiment_id: str) -> Experiment:
     """The experiment, or NotFound."""
     experiment = ExperimentRepository(session).get(experiment_id)
@@ -33,11 +42,19 @@ def get(session: Session, experiment_id: str) -> Experiment:
     return experiment
 
 
-def submit(session: Session, dispatcher: Dispatcher, spec: ExperimentSpec) -> Experiment:
-    """Store a validated spec as a queued experiment, then queue its run."""
+def submit(
+    session: Session,
+    dispatcher: Dispatcher,
+    spec: ExperimentSpec,
+    project_id: str,
+    actor: Actor | None = None,
+) -> Experiment:
+    """Store a validated spec as a queued experiment of the project, then queue its run."""
     now = utcnow()
     experiment = Experiment(
         id=new_id(),
+        project_id=project_id,
+        created_by_key_id=actor.key_id if actor is not None else None,
         name=spec.name,
         algorithm=spec.algorithm,
         backend=spec.backend,
@@ -52,21 +69,30 @@ def submit(session: Session, dispatcher: Dispatcher, spec: ExperimentSpec) -> Ex
         updated_at=now,
     )
     ExperimentRepository(session).add(experiment)
-    EventRepository(session).add_transition(experiment.id, None, S.QUEUED, "submitted")
+    reason = f"submitted by {actor.label}" if actor is not None else "submitted"
+    EventRepository(session).add_transition(
+        experiment.id, None, S.QUEUED, reason, actor.key_id if actor is not None else None
+    )
     session.commit()
     _dispatch(session, dispatcher, experiment)
     return experiment
 
 
-def cancel(session: Session, experiment_id: str) -> Experiment:
+def cancel(session: Session, experiment_id: str, actor: Actor | None = None) -> Experiment:
     """A queued experiment is cancelled at once; a running one is asked to stop (``cancelling``),
     and its worker writes a final checkpoint and marks it cancelled."""
-    before_start = "cancelled before it started"
+    by = f" by {actor.label}" if actor is not None else ""
+    key_id = actor.key_id if actor is not None else None
+    before_start = f"cancelled{by} before it started"
     done = transition(
-        session, experiment_id, [S.QUEUED], S.CANCELLED, before_start, finished_at=utcnow()
-    )
+        session, experiment_id, [S.QUEUED], S.CANCELLED, before_start,
+        actor=key_id, finished_at=utcnow(),
+    )  # fmt: skip
     if done is None:
-        transition(session, experiment_id, [S.RUNNING], S.CANCELLING, "cancel requested")
+        transition(
+            session, experiment_id, [S.RUNNING], S.CANCELLING, f"cancel requested{by}",
+            actor=key_id,
+        )  # fmt: skip
     session.commit()
     experiment = get(session, experiment_id)
     if experiment.status in (S.SUCCEEDED, S.FAILED):
@@ -74,17 +100,21 @@ def cancel(session: Session, experiment_id: str) -> Experiment:
     return experiment
 
 
-def resume(session: Session, dispatcher: Dispatcher, experiment_id: str) -> Experiment:
+def resume(
+    session: Session, dispatcher: Dispatcher, experiment_id: str, actor: Actor | None = None
+) -> Experiment:
     """Queue a cancelled or failed experiment again; it continues from its latest checkpoint."""
     latest = CheckpointRepository(session).latest(experiment_id)
+    by = f" by {actor.label}" if actor is not None else ""
     reason = (
-        f"resumed from the checkpoint at step {latest.step}"
+        f"resumed{by} from the checkpoint at step {latest.step}"
         if latest is not None
-        else "resumed from the start (no checkpoint was saved)"
+        else f"resumed{by} from the start (no checkpoint was saved)"
     )
     moved = transition(
-        session, experiment_id, sorted(RESUMABLE_STATUSES), S.QUEUED, reason, finished_at=None
-    )
+        session, experiment_id, sorted(RESUMABLE_STATUSES), S.QUEUED, reason,
+        actor=actor.key_id if actor is not None else None, finished_at=None,
+    )  # fmt: skip
     if moved is None:
         experiment = get(session, experiment_id)
         raise Conflict(

@@ -21,16 +21,19 @@ def transition(
     expected: Iterable[ExperimentStatus],
     to: ExperimentStatus,
     reason: str | None,
+    *,
+    actor: str | None = None,
     **values: Any,
 ) -> ExperimentStatus | None:
     """Move the experiment to ``to`` if its status is one of ``expected``.
 
     Returns the status it moved from, or None when it was in none of them (or does not exist).
-    ``values`` are further columns to set in the same UPDATE. The caller commits.
+    ``values`` are further columns to set in the same UPDATE; ``actor`` is the id of the key whose
+    request made the change (the timeline keeps it). The caller commits.
     """
     experiments = ExperimentRepository(session)
     for source in expected:
         if experiments.change_status(experiment_id, source, to, reason, values):
-            EventRepository(session).add_transition(experiment_id, source, to, reason)
+            EventRepository(session).add_transition(experiment_id, source, to, reason, actor)
             return source
     return None

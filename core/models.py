@@ -1,6 +1,9 @@
 """The database schema as SQLAlchemy 2.0 typed models (the migrations build the same tables).
 
-- ``experiments``: one row per submitted spec, its status and progress.
+- ``projects``: the owners of experiments; every key belongs to one.
+- ``api_keys``: a project's keys, each with a role, stored only as a keyed hash.
+- ``auth_sessions``: dashboard sign-ins (cookie sessions) and one-time login tokens of a key.
+- ``experiments``: one row per submitted spec, its project, status and progress.
 - ``metric_points``: every scalar a run reported, unique per (experiment, name, step).
 - ``checkpoints``: the files a run saved, with their size and sha256.
 - ``status_transitions``: every status change with its time and reason (the status timeline).
@@ -30,7 +33,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from core.db import UTCDateTime
-from core.enums import EventKind, ExperimentStatus
+from core.enums import EventKind, ExperimentStatus, Role
 from learners.enums import Algorithm, Backend
 
 # JSONB on PostgreSQL (indexable, compact), JSON text elsewhere.
@@ -55,12 +58,61 @@ class Base(DeclarativeBase):
     """The declarative base of every table."""
 
 
+class Project(Base):
+    """A team's space: its experiments and the keys that reach them."""
+
+    __tablename__ = "projects"
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+
+
+class ApiKey(Base):
+    """An API key of a project: only its keyed hash is stored; ``prefix`` names it to people."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    project_id: Mapped[str] = mapped_column(
+        String(26), ForeignKey("projects.id", ondelete="CASCADE"), index=True
+    )
+    name: Mapped[str] = mapped_column(String(100))
+    role: Mapped[Role] = mapped_column(_str_enum(Role))
+    prefix: Mapped[str] = mapped_column(String(16))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+    created_by_key_id: Mapped[str | None] = mapped_column(String(26))
+    last_used_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
+
+
+class AuthSession(Base):
+    """A dashboard sign-in of a key (``kind`` ``session``: the cookie) or a one-time login token
+    that can be exchanged for one (``kind`` ``login``). Only the token's keyed hash is stored."""
+
+    __tablename__ = "auth_sessions"
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    key_id: Mapped[str] = mapped_column(
+        String(26), ForeignKey("api_keys.id", ondelete="CASCADE"), index=True
+    )
+    kind: Mapped[str] = mapped_column(String(16))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+    expires_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+
+
 class Experiment(Base):
     """A submitted spec and where its run stands."""
 
     __tablename__ = "experiments"
 
     id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    project_id: Mapped[str] = mapped_column(
+        String(26), ForeignKey("projects.id", ondelete="RESTRICT"), index=True
+    )
+    created_by_key_id: Mapped[str | None] = mapped_column(String(26))
     name: Mapped[str] = mapped_column(String(200))
     algorithm: Mapped[Algorithm] = mapped_column(_str_enum(Algorithm), index=True)
     backend: Mapped[Backend] = mapped_column(_str_enum(Backend), index=True)
@@ -126,6 +178,8 @@ class StatusTransition(Base):
     from_status: Mapped[ExperimentStatus | None] = mapped_column(_str_enum(ExperimentStatus))
     to_status: Mapped[ExperimentStatus] = mapped_column(_str_enum(ExperimentStatus))
     reason: Mapped[str | None] = mapped_column(Text)
+    actor_key_id: Mapped[str | None] = mapped_column(String(26))
+    """The key whose request made the change (submit, cancel, resume); NULL for workers."""
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
 
 

@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # The embedded broker: kombu's filesystem transport, its folders under ``<var_dir>/broker``.
@@ -36,6 +36,9 @@ class Settings(BaseSettings):
     queue_prefix: str = Field(default="marlforge.", max_length=100)
     """Prefix of the per-backend queue names (``marlforge.torch``...); separates deployments or
     test sessions sharing one broker."""
+    secret_key: SecretStr = SecretStr("")
+    """The secret that API keys and sessions are hashed with; empty: a random one kept in
+    ``<var_dir>/secret.key``. Every API process and the CLI of a deployment must share it."""
     api_host: str = "127.0.0.1"
     """Interface the API listens on."""
     api_port: int = Field(default=8000, ge=1, le=65535)
@@ -49,6 +52,11 @@ class Settings(BaseSettings):
     """``marlforge up``: how long to wait for the API and worker to stop before killing them."""
     log_level: str = "INFO"
     """Log level of the API and the workers."""
+    run_memory_mb: int = Field(default=4096, ge=64)
+    """The memory one run may use, in MiB: a spec whose estimate exceeds it is refused at
+    submission, and a run whose process grows past it is stopped by its worker and failed."""
+    cancel_grace_s: float = Field(default=60.0, gt=0)
+    """How long a running job has to honour a cancel before its worker kills it."""
     worker_threads: int = Field(default=1, ge=1, le=1024)
     """CPU threads each deep-learning framework in a worker may use (OpenMP, MKL, OpenBLAS,
     TensorFlow's pools, the learners' per-op threads), set when the worker starts. The networks

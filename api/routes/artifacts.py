@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import Query, Request, Response
 from fastapi.responses import FileResponse
 from starlette.responses import MalformedRangeHeader, RangeNotSatisfiable
 
-from api.deps import ExperimentId, ServicesDep, SessionDep
+from api.auth import ExperimentId, project_router
+from api.deps import ServicesDep, SessionDep
 from api.errors import ApiError, error_responses
 from api.schemas import CheckpointList, CheckpointOut, MetricPage, MetricPointOut
 from core import experiments as service
 from core.repositories import CheckpointRepository, MetricRepository
 
-router = APIRouter(prefix="/v1/experiments", tags=["artifacts"])
+router = project_router("/v1/experiments", ["artifacts"])
 
 
 @router.get(

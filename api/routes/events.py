@@ -11,12 +11,13 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Header, Query
+from fastapi import Depends, Header, Query
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.responses import Response
 
-from api.deps import ExperimentId, SessionDep
+from api.auth import ExperimentId, project_router
+from api.deps import SessionDep
 from api.errors import ApiError, FieldProblem, error_responses
 from api.event_bus import EventBus, Page, get_event_bus
 from core import experiments as service
@@ -24,7 +25,7 @@ from core.enums import EventKind, ExperimentStatus
 from core.repositories import EventRepository
 from core.repositories.event_stream import StoredEvent, StreamHead
 
-router = APIRouter(prefix="/v1/experiments", tags=["events"])
+router = project_router("/v1/experiments", ["events"])
 
 # Browsers wait this long before reconnecting a dropped stream.
 RETRY_MS = 2000
@@ -58,6 +59,10 @@ class TransitionOut(BaseModel):
     from_status: str | None = Field(description="The status before (null for the first).")
     to_status: str = Field(description="The status after.")
     reason: str | None = Field(description="Why it changed.")
+    actor_key_id: str | None = Field(
+        description="The key whose request made the change (submit, cancel, resume); null when "
+        "a worker or the service made it."
+    )
     at: str = Field(description="When (ISO 8601, UTC).")
 
 
@@ -217,6 +222,7 @@ def read_timeline(experiment_id: ExperimentId, session: SessionDep) -> Timeline:
                 from_status=r.from_status,
                 to_status=r.to_status,
                 reason=r.reason,
+                actor_key_id=r.actor_key_id,
                 at=r.created_at.isoformat(),
             )
             for r in rows

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import Depends, Query, Response
 
-from api.deps import ExperimentId, ServicesDep, SessionDep, json_body
+from api.auth import ExperimentId, PrincipalDep, project_router
+from api.deps import ServicesDep, SessionDep, json_body
 from api.errors import ApiError, FieldProblem, error_responses
 from api.schemas import ExperimentOut, ExperimentPage
 from core import experiments as service
+from core.auth import Principal
 from core.enums import ExperimentStatus
 from core.ids import is_id
 from core.repositories import ExperimentFilter, ExperimentRepository
 from learners.enums import Algorithm, Backend
 from learners.spec import SpecError, parse_spec
 
-router = APIRouter(prefix="/v1/experiments", tags=["experiments"])
+router = project_router("/v1/experiments", ["experiments"])
 
 SPEC_SCHEMA_NAME = "ExperimentSpecInput"
 
@@ -44,6 +46,7 @@ def create_experiment(
     body: Annotated[Any, Depends(json_body)],
     session: SessionDep,
     services: ServicesDep,
+    principal: PrincipalDep,
     response: Response,
 ) -> ExperimentOut:
     try:
@@ -51,7 +54,9 @@ def create_experiment(
     except SpecError as exc:
         fields = [FieldProblem(field=e.field, reason=e.reason) for e in exc.errors]
         raise ApiError(422, "invalid_spec", f"the spec is invalid: {exc}", fields) from None
-    experiment = service.submit(session, services.dispatcher, spec)
+    experiment = service.submit(
+        session, services.dispatcher, spec, principal.project_id, actor_of(principal)
+    )
     response.headers["location"] = f"/v1/experiments/{experiment.id}"
     return ExperimentOut.of(experiment)
 
@@ -66,6 +71,7 @@ def create_experiment(
 )
 def list_experiments(
     session: SessionDep,
+    principal: PrincipalDep,
     limit: Annotated[int, Query(ge=1, le=500, description="Page size.")] = 50,
     after: Annotated[
         str | None, Query(description="Cursor: the last id of the previous page.")
@@ -82,7 +88,11 @@ def list_experiments(
             [FieldProblem(field="after", reason="not an experiment id")],
         )
     rows = ExperimentRepository(session).page(
-        ExperimentFilter(status=status, algorithm=algorithm, backend=backend), limit + 1, after
+        ExperimentFilter(
+            project_id=principal.project_id, status=status, algorithm=algorithm, backend=backend
+        ),
+        limit + 1,
+        after,
     )
     items = [ExperimentOut.of(r) for r in rows[:limit]]
     next_after = items[-1].id if len(rows) > limit else None
@@ -109,8 +119,10 @@ def get_experiment(experiment_id: ExperimentId, session: SessionDep) -> Experime
     "Cancelling a cancelled or cancelling experiment changes nothing; a finished one is a 409.",
     responses=error_responses(404, 409),
 )
-def cancel_experiment(experiment_id: ExperimentId, session: SessionDep) -> ExperimentOut:
-    return ExperimentOut.of(service.cancel(session, experiment_id))
+def cancel_experiment(
+    experiment_id: ExperimentId, session: SessionDep, principal: PrincipalDep
+) -> ExperimentOut:
+    return ExperimentOut.of(service.cancel(session, experiment_id, actor_of(principal)))
 
 
 @router.post(
@@ -123,6 +135,13 @@ def cancel_experiment(experiment_id: ExperimentId, session: SessionDep) -> Exper
     responses=error_responses(404, 409, 503),
 )
 def resume_experiment(
-    experiment_id: ExperimentId, session: SessionDep, services: ServicesDep
+    experiment_id: ExperimentId, session: SessionDep, services: ServicesDep, principal: PrincipalDep
 ) -> ExperimentOut:
-    return ExperimentOut.of(service.resume(session, services.dispatcher, experiment_id))
+    return ExperimentOut.of(
+        service.resume(session, services.dispatcher, experiment_id, actor_of(principal))
+    )
+
+
+def actor_of(principal: Principal) -> service.Actor:
+    """The audit trail's name for the caller."""
+    return service.Actor(key_id=principal.key_id, label=principal.describe())

@@ -7,11 +7,12 @@ import io
 from collections.abc import Iterator
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import Query
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.responses import Response
 
+from api.auth import PrincipalDep, project_router
 from api.deps import SessionDep
 from api.errors import ApiError, FieldProblem, error_responses
 from core.downsample import Point, min_max
@@ -19,7 +20,7 @@ from core.ids import is_id
 from core.repositories.event_stream import EventStreamRepository
 from core.repositories.series import SeriesRepository
 
-router = APIRouter(prefix="/v1", tags=["metrics"])
+router = project_router("/v1", ["metrics"])
 
 MAX_EXPERIMENTS = 20
 DEFAULT_MAX_POINTS = 500
@@ -68,10 +69,11 @@ def _experiment_ids(text: str) -> list[str]:
 
 
 def _load(
-    session: SessionDep, ids: list[str], names: list[str]
+    session: SessionDep, project_id: str, ids: list[str], names: list[str]
 ) -> tuple[list[tuple[str, str, list[Point]]], dict[str, int]]:
     repo = SeriesRepository(session)
-    missing = [i for i in ids if i not in repo.existing(ids)]
+    found = repo.existing(ids, project_id)
+    missing = [i for i in ids if i not in found]
     if missing:
         raise ApiError(
             404,
@@ -125,6 +127,7 @@ def _csv(rows: list[tuple[str, str, list[Point]]]) -> Iterator[str]:
 )
 def read_series(
     session: SessionDep,
+    principal: PrincipalDep,
     experiment_ids: Annotated[str, Query(description="Comma-separated experiment ids (<= 20).")],
     names: Annotated[str | None, Query(description="Comma-separated metric names.")] = None,
     max_points: Annotated[
@@ -133,7 +136,7 @@ def read_series(
     format: Annotated[Literal["json", "csv"], Query(description="`json` or `csv`.")] = "json",
 ) -> Response | SeriesSet:
     ids = _experiment_ids(experiment_ids)
-    rows, cursors = _load(session, ids, _split(names))
+    rows, cursors = _load(session, principal.project_id, ids, _split(names))
     limit = max_points
     if limit is None and format == "json":
         limit = DEFAULT_MAX_POINTS

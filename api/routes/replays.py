@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import FileResponse
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import ExperimentId, ServicesDep
+from api.auth import ExperimentId, project_router
+from api.deps import ServicesDep
 from api.errors import ApiError, error_responses
 from api.replays import ReplayError, ReplayFailure, ReplayRenderer
 from core.models import Checkpoint
 from core.repositories import CheckpointRepository
 
-router = APIRouter(prefix="/v1/experiments", tags=["artifacts"])
+router = project_router("/v1/experiments", ["artifacts"])
 
 _FAILURES = {
     ReplayFailure.FAILED: (500, "replay_failed"),

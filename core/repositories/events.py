@@ -33,6 +33,7 @@ class EventRepository:
         from_status: ExperimentStatus | None,
         to_status: ExperimentStatus,
         reason: str | None,
+        actor_key_id: str | None = None,
     ) -> None:
         """Record a status change in the timeline and as a ``status`` event."""
         now = utcnow()
@@ -42,6 +43,7 @@ class EventRepository:
                 from_status=from_status,
                 to_status=to_status,
                 reason=reason,
+                actor_key_id=actor_key_id,
                 created_at=now,
             )
         )

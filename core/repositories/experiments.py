@@ -19,6 +19,7 @@ from learners.enums import Algorithm, Backend
 class ExperimentFilter:
     """The optional filters of the experiment listing."""
 
+    project_id: str
     status: ExperimentStatus | None = None
     algorithm: Algorithm | None = None
     backend: Backend | None = None
@@ -39,13 +40,24 @@ class ExperimentRepository:
         """The experiment, freshly read from the database, or None."""
         return self.session.get(Experiment, experiment_id, populate_existing=True)
 
+    def project_of(self, experiment_id: str) -> str | None:
+        """The id of the experiment's project, or None when it does not exist."""
+        return self.session.scalar(
+            select(Experiment.project_id).where(Experiment.id == experiment_id)
+        )
+
     def status_of(self, experiment_id: str) -> ExperimentStatus | None:
         """Only the status (the cheap read a running job polls)."""
         return self.session.scalar(select(Experiment.status).where(Experiment.id == experiment_id))
 
     def page(self, flt: ExperimentFilter, limit: int, after: str | None) -> list[Experiment]:
         """Up to ``limit`` experiments, newest first, older than the one with id ``after``."""
-        query = select(Experiment).order_by(Experiment.id.desc()).limit(limit)
+        query = (
+            select(Experiment)
+            .where(Experiment.project_id == flt.project_id)
+            .order_by(Experiment.id.desc())
+            .limit(limit)
+        )
         if after is not None:
             query = query.where(Experiment.id < after)
         if flt.status is not None:

@@ -17,9 +17,11 @@ class SeriesRepository:
     def __init__(self, session: Session) -> None:
         self.session = session
 
-    def existing(self, experiment_ids: Sequence[str]) -> set[str]:
-        """Which of these experiments exist."""
-        query = select(Experiment.id).where(Experiment.id.in_(list(experiment_ids)))
+    def existing(self, experiment_ids: Sequence[str], project_id: str) -> set[str]:
+        """Which of these experiments exist in the project."""
+        query = select(Experiment.id).where(
+            Experiment.id.in_(list(experiment_ids)), Experiment.project_id == project_id
+        )
         return set(self.session.scalars(query))
 
     def names(self, experiment_ids: Sequence[str]) -> list[tuple[str, str]]:

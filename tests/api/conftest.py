@@ -15,8 +15,12 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
+from core import auth
+from core.auth.tokens import server_secret
+from core.enums import Role
 from core.settings import Settings
 from core.storage import ArtifactStorage
+from tests.auth_support import bearer
 
 EXAMPLE_SPEC = Path(__file__).resolve().parents[2] / "examples" / "ddpg_pendulum.json"
 
@@ -60,13 +64,35 @@ def storage(settings: Settings) -> ArtifactStorage:
 
 
 @pytest.fixture
-def client(
+def keys(settings: Settings, session: Session) -> dict[str, str]:
+    """Keys of project ``team-a`` by role (``viewer``, ``member``, ``admin``) and a member and an
+    admin key of project ``team-b`` (``other``, ``other_admin``), made in the test's transaction."""
+    secret = server_secret(settings)
+    team_a = auth.ensure_project(session, "team-a")
+    made = {role.value: auth.create_key(session, secret, team_a, role, role.value) for role in Role}
+    team_b = auth.ensure_project(session, "team-b")
+    made["other"] = auth.create_key(session, secret, team_b, Role.MEMBER, "other team")
+    made["other_admin"] = auth.create_key(session, secret, team_b, Role.ADMIN, "other admin")
+    session.commit()
+    return {name: created.token for name, created in made.items()}
+
+
+@pytest.fixture
+def anonymous(
     settings: Settings, session_factory: sessionmaker[Session], storage: ArtifactStorage
 ) -> Iterator[TestClient]:
-    """A client of the app wired to the test's transaction, broker folder and storage."""
+    """A client of the app wired to the test's transaction, broker folder and storage, with no
+    key."""
     app = create_app(settings, session_factory=session_factory, storage=storage)
     with TestClient(app) as test_client:
         yield test_client
+
+
+@pytest.fixture
+def client(anonymous: TestClient, keys: dict[str, str]) -> TestClient:
+    """The same client, sending a ``member`` key of ``team-a`` on every request."""
+    anonymous.headers.update(bearer(keys["member"]))
+    return anonymous
 
 
 @pytest.fixture

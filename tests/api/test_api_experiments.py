@@ -143,7 +143,9 @@ def test_cancelling_a_queued_experiment_is_immediate_and_idempotent(
 
     assert first.status_code == 200
     assert first.json()["status"] == "cancelled"
-    assert first.json()["status_reason"] == "cancelled before it started"
+    member = client.get("/v1/whoami").json()["key"]["id"]
+    reason = f"cancelled by key 'member' ({member}) before it started"
+    assert first.json()["status_reason"] == reason
     assert first.json()["finished_at"] is not None
     assert again.status_code == 200 and again.json()["status"] == "cancelled"
 
@@ -186,7 +188,10 @@ def test_resume_requeues_a_cancelled_experiment_with_the_same_id(
     assert response.status_code == 200
     body = response.json()
     assert body["id"] == created["id"] and body["status"] == "queued"
-    assert body["status_reason"] == "resumed from the start (no checkpoint was saved)"
+    member = client.get("/v1/whoami").json()["key"]["id"]
+    assert body["status_reason"] == (
+        f"resumed by key 'member' ({member}) from the start (no checkpoint was saved)"
+    )
     assert body["finished_at"] is None
     assert sum(m["args"] == [created["id"]] for m in queued_messages()) == 2
 

@@ -16,6 +16,7 @@ from core.enums import ExperimentStatus
 from core.models import Experiment
 from core.settings import Settings
 from core.storage import ArtifactStorage
+from tests.auth_support import bearer
 
 pytestmark = pytest.mark.integration
 
@@ -65,6 +66,7 @@ def test_a_submission_the_broker_cannot_take_is_503_and_marked_failed(
     storage: ArtifactStorage,
     session: Session,
     example_spec: dict[str, Any],
+    keys: dict[str, str],
 ) -> None:
     app = create_app(
         settings.model_copy(update={"broker_url": DEAD_REDIS}),
@@ -72,7 +74,7 @@ def test_a_submission_the_broker_cannot_take_is_503_and_marked_failed(
         storage=storage,
     )
     with TestClient(app) as client:
-        response = client.post("/v1/experiments", json=example_spec)
+        response = client.post("/v1/experiments", json=example_spec, headers=bearer(keys["member"]))
 
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "broker_unavailable"

@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from browser_support import Page
-from e2e_support import Api
+from e2e_support import Api, create_key
 
 # One story on one stack: later tests use the runs earlier ones started, so under ``pytest -n``
 # (``make test``: ``--dist loadgroup``) the whole module runs on one worker, in order.
@@ -169,3 +170,80 @@ def test_two_runs_can_be_compared(page: Page) -> None:
     page.open(f"#/runs/{trained}")
     page.tab.locator("[data-chart=return]").wait_for()
     page.screenshot("run-phone")
+
+
+# Keys, roles and projects, as a person meets them in the dashboard.
+
+
+def test_signing_in_with_a_key_and_out_again(
+    open_tab: Callable[[str | None], Page], service: Api
+) -> None:
+    page = open_tab(None)
+    page.open("#/")
+    tab = page.tab
+    tab.wait_for_selector("form#signin")
+    page.allow_errors("401")  # the dashboard's whoami before signing in
+
+    tab.fill("#key", "mfk_not-a-key")
+    tab.click("form#signin button[type=submit]")
+    tab.wait_for_selector("#signin-errors:not([hidden])")
+    assert "unknown" in tab.inner_text("#signin-errors")
+    page.allow_errors("401")
+
+    tab.fill("#key", service.key or "")
+    tab.click("form#signin button[type=submit]")
+    tab.wait_for_selector("[data-page=runs] table")
+    assert "default" in tab.inner_text("#identity") and "(member)" in tab.inner_text("#identity")
+    # The cookie is the session's, HttpOnly and SameSite=Strict; the key is nowhere in it.
+    (cookie,) = tab.context.cookies()
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert cookie["value"].startswith("mfs_") and service.key not in cookie["value"]
+    page.screenshot("signed-in")
+
+    tab.click("#sign-out")
+    tab.wait_for_selector("form#signin")
+    # The session is over on the server too: the old cookie no longer reads anything.
+    status = tab.evaluate("fetch('/v1/experiments').then((r) => r.status)")
+    assert status == 401
+    page.allow_errors("401")
+
+
+def test_a_viewer_sees_no_cancel_button_and_is_refused(
+    open_tab: Callable[[str | None], Page], service: Api, stack_env: dict[str, str], tiny_spec: Any
+) -> None:
+    created = service.submit(tiny_spec(total_steps=500_000, name="viewer-sees"))
+    try:
+        member = open_tab(service.key)
+        member.open(f"#/runs/{created['id']}")
+        member.tab.wait_for_selector("[data-action=cancel]")
+
+        viewer = open_tab(create_key(stack_env, "viewer"))
+        viewer.open(f"#/runs/{created['id']}")
+        viewer.tab.wait_for_selector("#spec")
+        assert viewer.tab.locator("[data-action=cancel]").count() == 0
+        assert viewer.tab.locator("[data-nav=new]").is_hidden()
+        refused = viewer.tab.evaluate(
+            f"fetch('/v1/experiments/{created['id']}/cancel', {{method: 'POST'}})"
+            ".then(async (r) => [r.status, (await r.json()).error.code])"
+        )
+        assert refused == [403, "forbidden"]
+        viewer.allow_errors("403")
+        assert service.get(created["id"])["status"] in {"queued", "running"}
+    finally:
+        service.http.post(f"/v1/experiments/{created['id']}/cancel")
+
+
+def test_another_projects_run_cannot_be_opened_by_its_url(
+    open_tab: Callable[[str | None], Page], service: Api, stack_env: dict[str, str]
+) -> None:
+    theirs = RUNS["cancelled"]  # a run of project default
+    outsider = open_tab(create_key(stack_env, "member", project="elsewhere"))
+
+    outsider.open(f"#/runs/{theirs}")
+    outsider.tab.wait_for_selector(".errors")
+    assert "no experiment with id" in outsider.tab.inner_text("#app")
+    outsider.allow_errors("404")
+    outsider.open("#/")
+    outsider.tab.wait_for_selector("[data-page=runs] table")
+    assert theirs not in outsider.tab.content()
+    assert "elsewhere" in outsider.tab.inner_text("#identity")

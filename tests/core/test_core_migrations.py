@@ -13,6 +13,9 @@ from core import migrate
 from core.models import Base
 
 TABLES = {
+    "projects",
+    "api_keys",
+    "auth_sessions",
     "experiments",
     "metric_points",
     "checkpoints",

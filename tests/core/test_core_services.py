@@ -19,6 +19,7 @@ from core.queue import CeleryDispatcher
 from core.repositories import MetricRepository, MetricWrite
 from core.settings import Settings
 from learners.spec import parse_spec
+from tests.auth_support import default_project_id
 
 S = ExperimentStatus
 pytestmark = pytest.mark.integration
@@ -43,7 +44,9 @@ def dispatcher(tmp_path: Path, pg_url: str) -> CeleryDispatcher:
 def experiment_id(
     session: Session, dispatcher: CeleryDispatcher, tiny_spec: Callable[..., dict[str, Any]]
 ) -> str:
-    return experiments.submit(session, dispatcher, parse_spec(tiny_spec())).id
+    return experiments.submit(
+        session, dispatcher, parse_spec(tiny_spec()), default_project_id(session)
+    ).id
 
 
 def test_a_transition_happens_only_from_an_expected_status(
@@ -92,8 +95,12 @@ def test_cancel_and_resume_follow_the_status_rules(
 def test_requeue_orphans_puts_interrupted_runs_back_in_the_queue(
     session: Session, dispatcher: CeleryDispatcher, tiny_spec: Callable[..., dict[str, Any]]
 ) -> None:
-    running = experiments.submit(session, dispatcher, parse_spec(tiny_spec())).id
-    stopping = experiments.submit(session, dispatcher, parse_spec(tiny_spec())).id
+    running = experiments.submit(
+        session, dispatcher, parse_spec(tiny_spec()), default_project_id(session)
+    ).id
+    stopping = experiments.submit(
+        session, dispatcher, parse_spec(tiny_spec()), default_project_id(session)
+    ).id
     transition(session, running, [S.QUEUED], S.RUNNING, None)
     transition(session, stopping, [S.QUEUED], S.RUNNING, None)
     transition(session, stopping, [S.RUNNING], S.CANCELLING, None)

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from e2e_support import Api, ServiceProcess, Stack, free_port, service_env
+from e2e_support import Api, ServiceProcess, Stack, create_key, free_port, service_env
 
 
 @contextmanager
@@ -32,7 +32,7 @@ def _running_stack(
     api = ServiceProcess(
         ["api", "--host", "127.0.0.1", "--port", str(port)], env, folder / "api.log"
     )
-    client = Api(f"http://127.0.0.1:{port}")
+    client = Api(f"http://127.0.0.1:{port}", create_key(env))
     try:
         client.wait_ready(process=api)
         worker.wait_for_output(" ready.")

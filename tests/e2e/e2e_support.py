@@ -107,11 +107,27 @@ RAN_TO_SUCCESS = [(None, "queued"), ("queued", "running"), ("running", "succeede
 """The timeline (``Api.transitions``) of a run that a worker took from the queue and finished."""
 
 
-class Api:
-    """A client of a running API."""
+def create_key(env: Mapping[str, str], role: str = "member", project: str = "default") -> str:
+    """A new key made by ``marlforge keys create`` (what an operator runs), from its last line."""
+    command = [*marlforge_command(), "keys", "create", "--project", project, "--role", role]
+    done = subprocess.run(
+        [*command, "--name", f"e2e {role}"],
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1]
 
-    def __init__(self, base_url: str) -> None:
-        self.http = httpx.Client(base_url=base_url, timeout=30)
+
+class Api:
+    """A client of a running API, sending ``key`` when given."""
+
+    def __init__(self, base_url: str, key: str | None = None) -> None:
+        self.key = key
+        headers = {"authorization": f"Bearer {key}"} if key is not None else {}
+        self.http = httpx.Client(base_url=base_url, timeout=30, headers=headers)
 
     def wait_ready(self, timeout: float = 120, process: ServiceProcess | None = None) -> None:
         """Block until ``/readyz`` answers 200."""

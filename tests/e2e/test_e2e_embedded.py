@@ -26,9 +26,14 @@ def _up(var_dir: Path, port: int, log_name: str) -> tuple[ServiceProcess, Api]:
         }
     )
     process = ServiceProcess(["up", "--port", str(port)], env, var_dir.parent / log_name)
-    api = Api(f"http://127.0.0.1:{port}")
-    api.wait_ready(process=process)
-    return process, api
+    probe = Api(f"http://127.0.0.1:{port}")
+    probe.wait_ready(process=process)
+    probe.http.close()
+    # The first start made the local admin key; every start prints a one-time dashboard URL.
+    admin_key = var_dir / "admin.key"
+    assert admin_key.stat().st_mode & 0o777 == 0o600
+    process.wait_for_output(f"http://127.0.0.1:{port}/#login=mfl_")
+    return process, Api(f"http://127.0.0.1:{port}", admin_key.read_text().strip())
 
 
 def _stop_with_ctrl_c(process: ServiceProcess) -> None:

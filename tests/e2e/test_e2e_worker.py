@@ -91,7 +91,13 @@ def test_cancel_a_running_and_a_queued_run_then_resume(
 
     resumed = stack.http.post(f"/v1/experiments/{running['id']}/resume").json()
     assert resumed["status"] == "queued"
-    assert resumed["status_reason"] == f"resumed from the checkpoint at step {step}"
+    me = stack.http.get("/v1/whoami").json()["key"]
+    by = f"by key {me['name']!r} ({me['id']})"
+    assert resumed["status_reason"] == f"resumed {by} from the checkpoint at step {step}"
+    # The timeline keeps which key asked for each change; the worker's own changes name none.
+    timeline = stack.http.get(f"/v1/experiments/{running['id']}/timeline").json()["items"]
+    actors = {(t["to_status"], t["actor_key_id"]) for t in timeline}
+    assert {("queued", me["id"]), ("cancelling", me["id"]), ("running", None)} <= actors
     done = stack.wait_until(running["id"], {"succeeded"})
 
     assert done["progress"]["step"] == 1600 and done["attempts"] == 2

@@ -27,6 +27,7 @@ from core.settings import Settings
 from core.storage import ArtifactStorage
 from core.streaming import events_channel, redis_url_of
 from learners.spec import parse_spec
+from tests.auth_support import bearer, default_project_id, new_key
 from workers.hooks import DatabaseHooks
 
 S = ExperimentStatus
@@ -107,7 +108,7 @@ def serve(
                 redis_url=redis_url_of(app_settings),
                 channel=events_channel(app_settings),
             )
-        servers.append(Server(app))
+        servers.append(Server(app, bearer(new_key(sessions, app_settings))))
         return servers[-1]
 
     yield start
@@ -129,7 +130,9 @@ def start_run(
     def start(writer: sessionmaker[Session] | None = None) -> Run:
         writer = writer or sessions
         with writer() as session:
-            experiment = experiments.submit(session, dispatcher, parse_spec(tiny_spec()))
+            experiment = experiments.submit(
+                session, dispatcher, parse_spec(tiny_spec()), default_project_id(session)
+            )
         hooks = DatabaseHooks(
             experiment.id,
             writer,

@@ -25,7 +25,9 @@ from workers.hooks import DatabaseHooks
 class Server:
     """The API served by uvicorn in a thread of this process."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, headers: dict[str, str]) -> None:
+        self.headers = headers
+        """What every request to it sends: a member key of project ``default``."""
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             self.port = sock.getsockname()[1]
@@ -97,8 +99,14 @@ class SseEvent:
 class SseReader:
     """A minimal SSE client over httpx: yields events and, separately, counts comment lines."""
 
-    def __init__(self, url: str, last_event_id: int | None = None, timeout: float = 30) -> None:
-        headers = {"accept": "text/event-stream"}
+    def __init__(
+        self,
+        url: str,
+        auth: dict[str, str],
+        last_event_id: int | None = None,
+        timeout: float = 30,
+    ) -> None:
+        headers = {"accept": "text/event-stream", **auth}
         if last_event_id is not None:
             headers["last-event-id"] = str(last_event_id)
         self.client = httpx.Client(timeout=httpx.Timeout(timeout, connect=10))

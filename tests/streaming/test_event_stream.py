@@ -20,6 +20,7 @@ from core.queue import CeleryDispatcher
 from core.settings import Settings
 from core.storage import ArtifactStorage
 from learners.spec import parse_spec
+from tests.auth_support import default_project_id
 from workers.orchestration import RunLimits, run_experiment
 
 S = ExperimentStatus
@@ -36,7 +37,7 @@ def test_a_stream_sends_the_history_then_live_events_then_end(
 ) -> None:
     server = serve(FAST)
     run = start_run()
-    reader = SseReader(f"{server.url}/v1/experiments/{run.id}/events")
+    reader = SseReader(f"{server.url}/v1/experiments/{run.id}/events", server.headers)
     try:
         first = reader.next()
         assert (first.event, first.data and first.data["to"]) == ("status", "queued")
@@ -91,7 +92,7 @@ def test_a_client_that_reconnects_with_last_event_id_gets_every_event_exactly_on
     writer = _write_run(run, batches=40, every_s=0.05, checkpoint_at=25)
     received: list[SseEvent] = []
 
-    reader = SseReader(f"{first_server.url}/v1/experiments/{run.id}/events")
+    reader = SseReader(f"{first_server.url}/v1/experiments/{run.id}/events", first_server.headers)
     while len(received) < 8:
         received.append(reader.next())
     reader.close()
@@ -100,7 +101,9 @@ def test_a_client_that_reconnects_with_last_event_id_gets_every_event_exactly_on
     time.sleep(0.5)
     second_server = serve(FAST)
     reader = SseReader(
-        f"{second_server.url}/v1/experiments/{run.id}/events", last_event_id=received[-1].id
+        f"{second_server.url}/v1/experiments/{run.id}/events",
+        second_server.headers,
+        last_event_id=received[-1].id,
     )
     try:
         received.extend(reader.until_end())
@@ -122,11 +125,11 @@ def test_a_client_that_reconnects_after_the_end_gets_only_end(
     run = start_run()
     run.move(S.QUEUED, S.CANCELLED, "cancelled before it started")
     url = f"{server.url}/v1/experiments/{run.id}/events"
-    whole = SseReader(url)
+    whole = SseReader(url, server.headers)
     history = whole.until_end()
     whole.close()
 
-    again = SseReader(url, last_event_id=history[-1].id)
+    again = SseReader(url, server.headers, last_event_id=history[-1].id)
     try:
         assert [e.event for e in again.until_end()] == ["end"]
     finally:
@@ -145,14 +148,14 @@ def test_checkpoint_events_carry_their_download_urls(
     run.move(S.RUNNING, S.CANCELLING, "cancel requested")
     run.move(S.CANCELLING, S.CANCELLED, "cancelled at step 100")
 
-    reader = SseReader(f"{server.url}/v1/experiments/{run.id}/events")
+    reader = SseReader(f"{server.url}/v1/experiments/{run.id}/events", server.headers)
     try:
         events = reader.until_end()
     finally:
         reader.close()
     checkpoint = next(e.data for e in events if e.event == "checkpoint")
     assert checkpoint is not None
-    download = httpx.get(server.url + checkpoint["url"])
+    download = httpx.get(server.url + checkpoint["url"], headers=server.headers)
     assert download.status_code == 200 and download.content == b"the weights"
     assert checkpoint["replay_url"].endswith(f"/checkpoints/{checkpoint['id']}/replay.gif")
     assert events[-1].data == {"status": "cancelled"}
@@ -163,7 +166,7 @@ def test_an_idle_stream_sends_keep_alives(
 ) -> None:
     server = serve(BusConfig(poll_interval_s=0.05, keepalive_s=0.2))
     run = start_run()
-    reader = SseReader(f"{server.url}/v1/experiments/{run.id}/events")
+    reader = SseReader(f"{server.url}/v1/experiments/{run.id}/events", server.headers)
     try:
         reader.next()
         time.sleep(0.7)
@@ -180,7 +183,9 @@ def test_missing_and_malformed_experiments_are_404(serve: Callable[..., Server])
     for experiment_id in ("01ARZ3NDEKTSV4RRFFQ69G5FAV", "not-an-id"):
         for params in ({}, {"format": "json"}):
             response = httpx.get(
-                f"{server.url}/v1/experiments/{experiment_id}/events", params=params
+                f"{server.url}/v1/experiments/{experiment_id}/events",
+                params=params,
+                headers=server.headers,
             )
             assert response.status_code == 404
             assert response.json()["error"]["code"] == "not_found"
@@ -199,7 +204,9 @@ def test_bad_parameters_name_their_field(
         ({"headers": {"last-event-id": "yesterday"}}, "Last-Event-ID"),
     ]
     for request, field in cases:
-        response = httpx.get(url, **request)  # type: ignore[arg-type]
+        headers = {**server.headers, **request.get("headers", {})}
+        params = request.get("params")
+        response = httpx.get(url, params=params, headers=headers)
         assert response.status_code == 422, (request, response.text)
         assert [f["field"] for f in response.json()["error"]["fields"]] == [field]
 
@@ -214,16 +221,21 @@ def test_json_pages_hold_the_same_events_and_say_when_the_run_is_over(
         run.report()
     url = f"{server.url}/v1/experiments/{run.id}/events"
 
-    unfinished = httpx.get(url, params={"format": "json", "after": 0, "limit": 1000}).json()
+    auth = server.headers
+    unfinished = httpx.get(
+        url, params={"format": "json", "after": 0, "limit": 1000}, headers=auth
+    ).json()
     run.move(S.RUNNING, S.FAILED, "the critic diverged")
     pages, after = [], unfinished["next_after"]
     while True:
-        page = httpx.get(url, params={"format": "json", "after": after, "limit": 2}).json()
+        page = httpx.get(
+            url, params={"format": "json", "after": after, "limit": 2}, headers=auth
+        ).json()
         pages.append(page)
         after = page["next_after"]
         if page["finished"]:
             break
-    only_status = httpx.get(url, params={"format": "json", "kinds": "status"}).json()
+    only_status = httpx.get(url, params={"format": "json", "kinds": "status"}, headers=auth).json()
 
     assert unfinished["status"] == "running" and not unfinished["finished"]
     items = unfinished["items"] + [i for p in pages for i in p["items"]]
@@ -246,12 +258,15 @@ def test_a_failed_runs_stream_carries_its_error_then_ends(
     server = serve(FAST)
     with sessions() as session:
         experiment = experiments.submit(
-            session, CeleryDispatcher(settings), parse_spec(tiny_spec(device="cuda"))
+            session,
+            CeleryDispatcher(settings),
+            parse_spec(tiny_spec(device="cuda")),
+            default_project_id(session),
         )
     limits = RunLimits(poll_interval_s=0.1, time_limit_s=600, stale_after_s=120)
     run_experiment(experiment.id, sessions, storage, limits)
 
-    reader = SseReader(f"{server.url}/v1/experiments/{experiment.id}/events")
+    reader = SseReader(f"{server.url}/v1/experiments/{experiment.id}/events", server.headers)
     try:
         events = reader.until_end()
     finally:

@@ -18,6 +18,7 @@ from core.enums import ExperimentStatus
 from core.settings import Settings
 from core.storage import ArtifactStorage
 from learners.hooks import MetricPoint
+from tests.auth_support import bearer, new_key
 
 S = ExperimentStatus
 pytestmark = pytest.mark.integration
@@ -30,6 +31,7 @@ def client(
 ) -> Iterator[TestClient]:
     """The API on the module's database."""
     with TestClient(create_app(settings, session_factory=sessions, storage=storage)) as c:
+        c.headers.update(bearer(new_key(sessions, settings)))
         yield c
 
 

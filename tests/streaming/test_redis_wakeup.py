@@ -94,7 +94,7 @@ def test_a_stream_is_woken_by_redis(
     slow_poll = BusConfig(fallback_poll_s=60.0, keepalive_s=60.0)
     server = serve(slow_poll, redis_settings)
     run = start_run(publishing)
-    reader = SseReader(f"{server.url}/v1/experiments/{run.id}/events", timeout=15)
+    reader = SseReader(f"{server.url}/v1/experiments/{run.id}/events", server.headers, timeout=15)
     try:
         assert reader.next().event == "status"
         time.sleep(0.5)  # the stream is now waiting; only a message can wake it within 15 s

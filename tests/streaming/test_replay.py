@@ -18,6 +18,7 @@ from core.queue import CeleryDispatcher
 from core.settings import Settings
 from core.storage import ArtifactStorage
 from learners.spec import parse_spec
+from tests.auth_support import bearer, default_project_id, new_key
 from workers.orchestration import Outcome, RunLimits, run_experiment
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -29,6 +30,7 @@ def client(
 ) -> Iterator[TestClient]:
     """The API on the module's database."""
     with TestClient(create_app(settings, session_factory=sessions, storage=storage)) as c:
+        c.headers.update(bearer(new_key(sessions, settings)))
         yield c
 
 
@@ -41,7 +43,10 @@ def test_a_checkpoint_replays_as_an_animated_gif_rendered_once(
 ) -> None:
     with sessions() as session:
         experiment = experiments.submit(
-            session, CeleryDispatcher(settings), parse_spec(tiny_spec(total_steps=200))
+            session,
+            CeleryDispatcher(settings),
+            parse_spec(tiny_spec(total_steps=200)),
+            default_project_id(session),
         )
     limits = RunLimits(poll_interval_s=0.5, time_limit_s=600, stale_after_s=120)
     assert run_experiment(experiment.id, sessions, storage, limits) == Outcome.DONE

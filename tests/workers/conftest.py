@@ -18,6 +18,7 @@ from core.queue import CeleryDispatcher
 from core.settings import Settings
 from core.storage import ArtifactStorage
 from learners.spec import parse_spec
+from tests.auth_support import default_project_id
 from workers.orchestration import RunLimits
 
 
@@ -64,6 +65,7 @@ def submit(
 
     def _submit(spec: dict[str, Any]) -> str:
         with session_factory() as session:
-            return experiments.submit(session, dispatcher, parse_spec(spec)).id
+            project_id = default_project_id(session)
+            return experiments.submit(session, dispatcher, parse_spec(spec), project_id).id
 
     yield _submit

@@ -2,14 +2,19 @@
 // stops its timers and streams when the page is left.
 //   #/            runs table          #/runs/<id>   one run
 //   #/compare     compare runs        #/new         new run form
+// Signed out, every route shows the sign-in page; `#login=<token>` (the URL `marlforge up` prints)
+// signs in with a one-time token and is then taken out of the address bar.
 
 import * as compare from "./compare.js";
 import * as newRun from "./new.js";
 import * as run from "./run.js";
 import * as runs from "./runs.js";
+import { canWrite, me, mountSignIn, signIn, signOut, whoami } from "./session.js";
 import { fill, h, route } from "./util.js";
 
 const root = document.getElementById("app");
+const identity = document.getElementById("identity");
+let signInProblem = null;
 let cleanup = () => {};
 let generation = 0;
 
@@ -26,9 +31,21 @@ async function show() {
   const mine = ++generation;
   cleanup();
   cleanup = () => {};
+  drawIdentity();
+  if (!me) {
+    document.title = "Sign in · MARLForge";
+    mountSignIn(root, show, signInProblem);
+    signInProblem = null;
+    return;
+  }
   const { path, params } = route();
   const target = page(path);
   document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("active", target && a.dataset.nav === target.nav));
+  if (target && target.nav === "new" && !canWrite()) {
+    fill(root, h("div", { class: "card" }, `Your key is a ${me.key.role} key: it can read runs but not start them. `,
+      h("a", { href: "#/" }, "Back to the runs.")));
+    return;
+  }
   if (!target) {
     fill(root, h("div", { class: "card" }, "No such page. ", h("a", { href: "#/" }, "Back to the runs.")));
     return;
@@ -48,5 +65,36 @@ async function show() {
   }
 }
 
-window.addEventListener("hashchange", show);
-show();
+function drawIdentity() {
+  document.querySelectorAll("[data-nav=new]").forEach((a) => { a.hidden = !canWrite(); });
+  if (!me) { fill(identity); return; }
+  fill(identity,
+    h("span", { class: "who", "data-role": me.key.role },
+      h("b", {}, me.project), ` · ${me.key.name} (${me.key.role})`),
+    h("button", { type: "button", id: "sign-out", onclick: leave }, "Sign out"));
+}
+
+async function leave() {
+  await signOut();
+  location.hash = "#/";
+  show();
+}
+
+async function start() {
+  const login = location.hash.match(/^#login=([A-Za-z0-9_-]+)$/);
+  if (login) {
+    // Out of the address bar and the history at once: the token works only once anyway.
+    history.replaceState(null, "", `${location.pathname}#/`);
+    try {
+      await signIn(login[1]);
+    } catch (e) {
+      signInProblem = "That sign-in link was already used or has expired; paste a key instead.";
+    }
+  }
+  await whoami();
+  window.addEventListener("hashchange", show);
+  window.addEventListener("marlforge:signed-out", async () => { await whoami(); show(); });
+  show();
+}
+
+start();

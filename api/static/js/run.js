@@ -5,6 +5,7 @@
 // the stream must start so that no point is missed; the stream then appends every new point.
 
 import { LineChart } from "./chart.js";
+import { canWrite } from "./session.js";
 import { ApiError, TERMINAL, api, badge, bytes, envName, fill, h, num, progressBar, when } from "./util.js";
 
 // Which metrics each chart shows: exact names or a prefix test.
@@ -50,8 +51,9 @@ export async function mount(root, params, id) {
     h("div", { class: "card" }, h("h2", {}, "Spec"), h("pre", { id: "spec" }, JSON.stringify(run.spec, null, 2))));
 
   function drawHeader() {
-    const canCancel = ["queued", "running"].includes(run.status);
-    const canResume = ["cancelled", "failed"].includes(run.status);
+    // A viewer's key may not change a run: it is offered no button (the API would answer 403).
+    const canCancel = canWrite() && ["queued", "running"].includes(run.status);
+    const canResume = canWrite() && ["cancelled", "failed"].includes(run.status);
     fill(header,
       h("div", { class: "row spread" },
         h("div", {}, h("h1", {}, run.name, " ", badge(run.status)),

@@ -9,6 +9,9 @@ export function h(tag, attrs = {}, ...children) {
       el.addEventListener(key.slice(2), value);
     } else if (key === "dataset") {
       Object.assign(el.dataset, value);
+    } else if (key === "style") {
+      // Through the CSSOM: the Content-Security-Policy forbids inline style attributes.
+      el.style.cssText = value;
     } else if (key === "value") {
       el.value = value;
     } else if (key === "checked" || key === "selected" || key === "disabled") {
@@ -58,6 +61,10 @@ export async function api(path, { method = "GET", body } = {}) {
   const text = await response.text();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch { data = null; }
+  if (response.status === 401 && !path.startsWith("/v1/session") && !path.startsWith("/v1/whoami")) {
+    // The session ended (signed out elsewhere, key revoked): back to the sign-in page.
+    window.dispatchEvent(new CustomEvent("marlforge:signed-out"));
+  }
   if (!response.ok) throw new ApiError(response.status, data);
   return data;
 }

@@ -1,0 +1,107 @@
+"""The one dependency every project route takes: who is asking, and may they do this?
+
+Routers of project data are made with ``project_router``, which attaches ``authorize`` to every
+route they hold, so a new route cannot forget it (``tests/api/test_api_auth.py`` walks the app's
+routes to hold that). ``authorize`` accepts ``Authorization: Bearer <key>`` or the dashboard's
+session cookie, and asks for the ``viewer`` role on reads and ``member`` on writes; the key routes
+ask for ``admin`` on top. A resource of another project is answered exactly like one that does not
+exist (404), so its existence is not revealed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import Enum
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+
+from api.deps import ServicesDep
+from api.errors import ApiError, error_responses
+from api.security import same_origin
+from core.auth import Principal, authenticate_key, authenticate_session
+from core.enums import Role
+from core.ids import is_id
+from core.repositories import ExperimentRepository
+
+SESSION_COOKIE = "marlforge_session"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_CHALLENGE = {"www-authenticate": 'Bearer realm="marlforge"'}
+
+
+def _unauthenticated(message: str) -> ApiError:
+    return ApiError(401, "unauthenticated", message, headers=_CHALLENGE)
+
+
+def _bearer(header: str) -> str:
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise _unauthenticated("the Authorization header must be 'Bearer <key>'")
+    return token.strip()
+
+
+def authorize(request: Request, services: ServicesDep) -> Principal:
+    """The caller, who must hold a live key of a project and a role that allows the method."""
+    header = request.headers.get("authorization")
+    cookie = request.cookies.get(SESSION_COOKIE)
+    with services.session_factory() as session:
+        if header is not None:
+            principal = authenticate_key(session, services.secret, _bearer(header))
+        elif cookie:
+            # A cookie rides along on any request the browser makes, also one another site
+            # triggers: writes made with it must come from the dashboard's own origin.
+            if request.method not in SAFE_METHODS and not same_origin(request.headers):
+                raise ApiError(
+                    403, "cross_origin", "a request made with the session cookie must come "
+                    "from the dashboard's own origin",
+                )  # fmt: skip
+            principal = authenticate_session(session, services.secret, cookie)
+        else:
+            raise _unauthenticated("this route needs an API key: 'Authorization: Bearer mfk_...'")
+        session.commit()  # the key's last-used time
+    if principal is None:
+        raise _unauthenticated("the API key or session is unknown, revoked or expired")
+    needed = Role.VIEWER if request.method in SAFE_METHODS else Role.MEMBER
+    _require(principal, needed)
+    return principal
+
+
+def _require(principal: Principal, needed: Role) -> None:
+    if not principal.role.allows(needed):
+        raise ApiError(
+            403,
+            "forbidden",
+            f"the key {principal.key_name!r} has the role {principal.role}; this needs {needed}",
+        )
+
+
+def require_admin(principal: Annotated[Principal, Depends(authorize)]) -> Principal:
+    """The caller, who must be an admin of their project."""
+    _require(principal, Role.ADMIN)
+    return principal
+
+
+PrincipalDep = Annotated[Principal, Depends(authorize)]
+AdminDep = Annotated[Principal, Depends(require_admin)]
+
+
+def project_router(prefix: str, tags: Sequence[str | Enum]) -> APIRouter:
+    """A router whose every route needs a key (``authorize``) and documents 401 and 403."""
+    return APIRouter(
+        prefix=prefix,
+        tags=list(tags),
+        dependencies=[Depends(authorize)],
+        responses=error_responses(401, 403),
+    )
+
+
+def experiment_id_param(experiment_id: str, principal: PrincipalDep, services: ServicesDep) -> str:
+    """An experiment id from the path, of the caller's project; anything else is not found."""
+    if is_id(experiment_id):
+        with services.session_factory() as session:
+            if ExperimentRepository(session).project_of(experiment_id) == principal.project_id:
+                return experiment_id
+    raise ApiError(404, "not_found", f"no experiment with id {experiment_id!r}")
+
+
+ExperimentId = Annotated[str, Depends(experiment_id_param)]

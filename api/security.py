@@ -1,0 +1,115 @@
+"""What keeps a browser from being turned against the API: response headers, JSON-only bodies and
+same-origin writes.
+
+- Every response carries a Content-Security-Policy that lets the dashboard run only its own
+  scripts and styles and never be framed, plus ``nosniff`` and a strict ``Referrer-Policy``. The
+  dashboard escapes what it shows; these make that hold even if a later change slips.
+- A request with a body must say it is JSON (415 otherwise). An HTML form can only send
+  ``text/plain``, ``application/x-www-form-urlencoded`` or ``multipart/form-data``, so no other
+  web page can post a spec with a plain form.
+- A state-changing request from another origin (``Origin`` or ``Sec-Fetch-Site`` says so) is
+  refused (403), whatever credentials it carries.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.errors import ErrorDetail, error_json
+
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+    "frame-ancestors 'none'"
+)
+SECURITY_HEADERS: list[tuple[bytes, bytes]] = [
+    (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+]
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def same_origin(headers: Headers) -> bool:
+    """True unless the request says it comes from another origin than the host it was sent to.
+
+    Non-browser clients send neither ``Origin`` nor ``Sec-Fetch-Site``; browsers send at least one
+    on every cross-origin write.
+    """
+    if headers.get("sec-fetch-site", "same-origin") not in {"same-origin", "none"}:
+        return False
+    origin = headers.get("origin")
+    if origin is None:
+        return True
+    return urlsplit(origin).netloc.lower() == headers.get("host", "").lower()
+
+
+def is_json(content_type: str) -> bool:
+    """True for ``application/json`` and ``application/*+json``, with any parameters."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
+def _has_body(headers: Headers) -> bool:
+    length = headers.get("content-length")
+    if headers.get("transfer-encoding") is not None:
+        return True
+    return length is not None and length.strip() not in {"", "0"}
+
+
+class BrowserSafety:
+    """ASGI middleware: the headers on every response, and the refusals above."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                names = {name for name, _ in message.get("headers", [])}
+                extra = [(n, v) for n, v in SECURITY_HEADERS if n not in names]
+                message["headers"] = [*message.get("headers", []), *extra]
+            await send(message)
+
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            await refusal(scope, receive, send_with_headers)
+            return
+        await self.app(scope, receive, send_with_headers)
+
+    @staticmethod
+    def _refusal(scope: Scope) -> ASGIApp | None:
+        headers = Headers(scope=scope)
+        method = scope["method"]
+        if method in UNSAFE_METHODS and not same_origin(headers):
+            return error_json(
+                403,
+                ErrorDetail(
+                    code="cross_origin",
+                    message="a state-changing request from another origin is refused",
+                ),
+            )
+        content_type = headers.get("content-type")
+        if method in UNSAFE_METHODS and (
+            (content_type is not None and not is_json(content_type))
+            or (content_type is None and _has_body(headers))
+        ):
+            return error_json(
+                415,
+                ErrorDetail(
+                    code="unsupported_media_type",
+                    message="request bodies must be JSON: send 'Content-Type: application/json'",
+                ),
+            )
+        return None
