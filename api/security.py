@@ -2,8 +2,9 @@
 same-origin writes.
 
 - Every response carries a Content-Security-Policy that lets the dashboard run only its own
-  scripts and styles and never be framed, plus ``nosniff`` and a strict ``Referrer-Policy``. The
-  dashboard escapes what it shows; these make that hold even if a later change slips.
+  scripts and styles and never be framed (FastAPI's ``/docs`` pages get one that admits their
+  CDN), plus ``nosniff`` and a strict ``Referrer-Policy``. The dashboard escapes what it shows;
+  these make that hold even if a later change slips.
 - A request with a body must say it is JSON (415 otherwise). An HTML form can only send
   ``text/plain``, ``application/x-www-form-urlencoded`` or ``multipart/form-data``, so no other
   web page can post a spec with a plain form.
@@ -25,8 +26,17 @@ CONTENT_SECURITY_POLICY = (
     "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
     "frame-ancestors 'none'"
 )
+# FastAPI's interactive docs (Swagger UI, ReDoc) load their scripts from the jsDelivr CDN and start
+# with an inline script; those pages show only the OpenAPI document, never a project's data.
+DOCS_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc"})
+DOCS_CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
+    "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net https://fonts.googleapis.com; "
+    "font-src 'self' https://fonts.gstatic.com; img-src 'self' data: https://fastapi.tiangolo.com; "
+    "worker-src 'self' blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+    "frame-ancestors 'none'"
+)
 SECURITY_HEADERS: list[tuple[bytes, bytes]] = [
-    (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
     (b"referrer-policy", b"no-referrer"),
@@ -75,10 +85,15 @@ class BrowserSafety:
             await self.app(scope, receive, send)
             return
 
+        policy = (
+            DOCS_CONTENT_SECURITY_POLICY if scope["path"] in DOCS_PATHS else CONTENT_SECURITY_POLICY
+        )
+        headers = [(b"content-security-policy", policy.encode()), *SECURITY_HEADERS]
+
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 names = {name for name, _ in message.get("headers", [])}
-                extra = [(n, v) for n, v in SECURITY_HEADERS if n not in names]
+                extra = [(n, v) for n, v in headers if n not in names]
                 message["headers"] = [*message.get("headers", []), *extra]
             await send(message)
 

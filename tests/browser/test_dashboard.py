@@ -241,7 +241,7 @@ def test_another_projects_run_cannot_be_opened_by_its_url(
 
     outsider.open(f"#/runs/{theirs}")
     outsider.tab.wait_for_selector(".errors")
-    assert "no experiment with id" in outsider.tab.inner_text("#app")
+    assert outsider.tab.inner_text("#app").strip() == f"No run {theirs}."
     outsider.allow_errors("404")
     outsider.open("#/")
     outsider.tab.wait_for_selector("[data-page=runs] table")
