@@ -10,7 +10,12 @@ import re
 import time
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-ULID_RE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
+ID_PATTERN = r"^[0-9A-HJKMNP-TV-Z]{26}$"
+"""An id's shape, as a regular expression (the OpenAPI schema publishes it too)."""
+ULID_RE = re.compile(ID_PATTERN)
+MAX_INT64 = 2**63 - 1
+"""The largest integer every database column of the service holds: the bound of every integer the
+API accepts, so that no value reaches SQL that the database cannot compare."""
 
 
 def new_id() -> str:

@@ -13,6 +13,7 @@ from api.deps import ServicesDep, SessionDep
 from api.errors import ApiError, error_responses
 from api.schemas import CheckpointList, CheckpointOut, MetricPage, MetricPointOut
 from core import experiments as service
+from core.ids import MAX_INT64
 from core.repositories import CheckpointRepository, MetricRepository
 
 router = project_router("/v1/experiments", ["artifacts"])
@@ -29,9 +30,11 @@ router = project_router("/v1/experiments", ["artifacts"])
 def get_metrics(
     experiment_id: ExperimentId,
     session: SessionDep,
-    names: Annotated[str | None, Query(description="Comma-separated metric names.")] = None,
+    names: Annotated[
+        str | None, Query(max_length=4000, description="Comma-separated metric names.")
+    ] = None,
     after_step: Annotated[
-        int | None, Query(ge=-1, description="Only points after this step.")
+        int | None, Query(ge=-1, le=MAX_INT64, description="Only points after this step.")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=10000, description="Page size (in points).")] = 1000,
 ) -> MetricPage:

@@ -8,6 +8,7 @@ from whichever API process it reaches, also after a restart.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
@@ -22,6 +23,7 @@ from api.errors import ApiError, FieldProblem, error_responses
 from api.event_bus import EventBus, Page, get_event_bus
 from core import experiments as service
 from core.enums import EventKind, ExperimentStatus
+from core.ids import MAX_INT64
 from core.repositories import EventRepository
 from core.repositories.event_stream import StoredEvent, StreamHead
 
@@ -32,6 +34,9 @@ RETRY_MS = 2000
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
 BusDep = Annotated[EventBus, Depends(get_event_bus)]
+_KIND = "(" + "|".join(k.value for k in EventKind) + ")"
+KINDS_PATTERN = f"^{_KIND}(,{_KIND})*$"
+_EVENT_ID = re.compile("[0-9]{1,18}")
 
 
 class EventOut(BaseModel):
@@ -91,10 +96,13 @@ def _frame(event: StoredEvent) -> str:
 
 
 def _parse_kinds(kinds: str | None) -> set[EventKind]:
-    wanted = {k.strip() for k in (kinds or "").split(",") if k.strip()}
+    if kinds is None:
+        return set()
+    wanted = set(kinds.split(","))
     unknown = sorted(wanted - set(EventKind))
     if unknown:
-        reason = f"unknown kind(s) {', '.join(unknown)}; kinds are {', '.join(EventKind)}"
+        shown = ", ".join(repr(k) for k in unknown)
+        reason = f"unknown kind(s) {shown}; kinds are {', '.join(EventKind)}, comma-separated"
         raise ApiError(
             422, "invalid_request", f"kinds: {reason}", [FieldProblem(field="kinds", reason=reason)]
         )
@@ -105,8 +113,8 @@ def _cursor(last_event_id: str | None, after: int | None) -> int:
     # A reconnecting browser sends Last-Event-ID while its URL still holds the first ``after``.
     if last_event_id is None or not last_event_id.strip():
         return after or 0
-    if not last_event_id.strip().isdigit():
-        reason = "must be an event id (a non-negative integer)"
+    if not _EVENT_ID.fullmatch(last_event_id.strip()):
+        reason = "must be an event id (a non-negative integer of at most 18 digits)"
         raise ApiError(
             422,
             "invalid_request",
@@ -159,10 +167,24 @@ async def read_events(
     experiment_id: ExperimentId,
     bus: BusDep,
     format: Annotated[Literal["sse", "json"], Query(description="`sse` or `json`.")] = "sse",
-    after: Annotated[int | None, Query(ge=0, description="Only events after this id.")] = None,
+    after: Annotated[
+        int | None, Query(ge=0, le=MAX_INT64, description="Only events after this id.")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=5000, description="`format=json`: page size.")] = 500,
-    kinds: Annotated[str | None, Query(description="Comma-separated kinds to keep.")] = None,
-    last_event_id: Annotated[str | None, Header(description="SSE resume point.")] = None,
+    kinds: Annotated[
+        str | None,
+        Query(
+            json_schema_extra={"pattern": KINDS_PATTERN},
+            description="Comma-separated kinds to keep.",
+        ),
+    ] = None,
+    last_event_id: Annotated[
+        str | None,
+        Header(
+            json_schema_extra={"pattern": r"^ *[0-9]{0,18} *$"},
+            description="SSE resume point: the id of the last event received.",
+        ),
+    ] = None,
 ) -> Response:
     wanted = _parse_kinds(kinds)
     cursor = _cursor(last_event_id, after)

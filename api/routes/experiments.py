@@ -13,7 +13,7 @@ from api.schemas import ExperimentOut, ExperimentPage
 from core import experiments as service
 from core.auth import Principal
 from core.enums import ExperimentStatus
-from core.ids import is_id
+from core.ids import ID_PATTERN, is_id
 from core.repositories import ExperimentFilter, ExperimentRepository
 from learners.enums import Algorithm, Backend
 from learners.spec import SpecError, parse_spec
@@ -74,7 +74,11 @@ def list_experiments(
     principal: PrincipalDep,
     limit: Annotated[int, Query(ge=1, le=500, description="Page size.")] = 50,
     after: Annotated[
-        str | None, Query(description="Cursor: the last id of the previous page.")
+        str | None,
+        Query(
+            json_schema_extra={"pattern": ID_PATTERN},
+            description="Cursor: the last id of the previous page.",
+        ),
     ] = None,
     status: Annotated[ExperimentStatus | None, Query(description="Only this status.")] = None,
     algorithm: Annotated[Algorithm | None, Query(description="Only this algorithm.")] = None,

@@ -16,13 +16,14 @@ from api.auth import PrincipalDep, project_router
 from api.deps import SessionDep
 from api.errors import ApiError, FieldProblem, error_responses
 from core.downsample import Point, min_max
-from core.ids import is_id
+from core.ids import ID_PATTERN, is_id
 from core.repositories.event_stream import EventStreamRepository
 from core.repositories.series import SeriesRepository
 
 router = project_router("/v1", ["metrics"])
 
 MAX_EXPERIMENTS = 20
+_ID = ID_PATTERN.strip("^$")
 DEFAULT_MAX_POINTS = 500
 
 
@@ -57,14 +58,14 @@ def _bad(field: str, reason: str) -> ApiError:
 
 
 def _experiment_ids(text: str) -> list[str]:
-    ids = _split(text)
-    if not ids:
-        raise _bad("experiment_ids", "name at least one experiment id")
-    if len(ids) > MAX_EXPERIMENTS:
+    named = text.split(",")
+    ids = list(dict.fromkeys(named))
+    if len(named) > MAX_EXPERIMENTS:
         raise _bad("experiment_ids", f"at most {MAX_EXPERIMENTS} experiments at once")
     malformed = [i for i in ids if not is_id(i)]
     if malformed:
-        raise _bad("experiment_ids", f"not experiment ids: {', '.join(malformed)}")
+        shown = ", ".join(repr(i) for i in malformed)
+        raise _bad("experiment_ids", f"not experiment ids: {shown} (comma-separated, no spaces)")
     return ids
 
 
@@ -128,8 +129,16 @@ def _csv(rows: list[tuple[str, str, list[Point]]]) -> Iterator[str]:
 def read_series(
     session: SessionDep,
     principal: PrincipalDep,
-    experiment_ids: Annotated[str, Query(description="Comma-separated experiment ids (<= 20).")],
-    names: Annotated[str | None, Query(description="Comma-separated metric names.")] = None,
+    experiment_ids: Annotated[
+        str,
+        Query(
+            json_schema_extra={"pattern": f"^{_ID}(,{_ID}){{0,{MAX_EXPERIMENTS - 1}}}$"},
+            description=f"Comma-separated experiment ids (at most {MAX_EXPERIMENTS}).",
+        ),
+    ],
+    names: Annotated[
+        str | None, Query(max_length=4000, description="Comma-separated metric names.")
+    ] = None,
     max_points: Annotated[
         int | None, Query(ge=4, le=100_000, description="Points per series at most (default 500).")
     ] = None,

@@ -1,0 +1,89 @@
+"""Every integer and id the API takes is bounded in its schema and checked the same way by the
+server: a value no database column can hold is a 422 naming its parameter, never a 500."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+pytestmark = pytest.mark.integration
+
+TOO_BIG = str(2**63)  # one past the largest BIGINT
+
+
+@pytest.fixture
+def experiment_id(client: TestClient, example_spec: dict[str, Any]) -> str:
+    created: dict[str, Any] = client.post("/v1/experiments", json=example_spec).json()
+    return str(created["id"])
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "headers", "field"),
+    [
+        ("/metrics", {"after_step": TOO_BIG}, {}, "after_step"),
+        ("/events", {"format": "json", "after": TOO_BIG}, {}, "after"),
+        ("/events", {"format": "json"}, {"last-event-id": "9" * 19}, "Last-Event-ID"),
+        ("/events", {"format": "json"}, {"last-event-id": "١٢".encode()}, "Last-Event-ID"),
+        ("/events", {"format": "json", "kinds": "status, log"}, {}, "kinds"),
+        ("/events", {"format": "json", "kinds": ""}, {}, "kinds"),
+    ],
+)
+def test_out_of_range_parameters_are_422_naming_them(
+    client: TestClient,
+    experiment_id: str,
+    path: str,
+    params: dict[str, str],
+    headers: dict[str, Any],
+    field: str,
+) -> None:
+    response = client.get(f"/v1/experiments/{experiment_id}{path}", params=params, headers=headers)
+
+    assert response.status_code == 422, response.text
+    assert [f["field"] for f in response.json()["error"]["fields"]] == [field]
+
+
+def test_the_largest_allowed_values_are_answered(client: TestClient, experiment_id: str) -> None:
+    largest = str(2**63 - 1)
+    metrics = client.get(f"/v1/experiments/{experiment_id}/metrics", params={"after_step": largest})
+    events = client.get(
+        f"/v1/experiments/{experiment_id}/events",
+        params={"format": "json", "after": largest},
+        headers={"last-event-id": "9" * 18},
+    )
+
+    assert metrics.status_code == 200 and metrics.json()["items"] == []
+    assert events.status_code == 200 and events.json()["items"] == []
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"experiment_ids": ""}, "experiment_ids"),
+        ({"experiment_ids": ",".join(["01JAAAAAAAAAAAAAAAAAAAAAAA"] * 21)}, "experiment_ids"),
+        ({"experiment_ids": " 01JAAAAAAAAAAAAAAAAAAAAAAA"}, "experiment_ids"),
+    ],
+)
+def test_metric_series_ids_follow_their_schema(
+    client: TestClient, params: dict[str, str], field: str
+) -> None:
+    response = client.get("/v1/metrics", params=params)
+
+    assert response.status_code == 422
+    assert [f["field"] for f in response.json()["error"]["fields"]] == [field]
+
+
+def test_the_schema_publishes_the_bounds(client: TestClient) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+
+    def param(path: str, name: str) -> dict[str, Any]:
+        (found,) = [p for p in paths[path]["get"]["parameters"] if p["name"] == name]
+        schema: dict[str, Any] = found["schema"]
+        return schema
+
+    after_step = param("/v1/experiments/{experiment_id}/metrics", "after_step")
+    assert after_step["anyOf"][0]["maximum"] == 2**63 - 1
+    assert "pattern" in param("/v1/experiments", "after")
+    assert "pattern" in param("/v1/metrics", "experiment_ids")
+    assert "pattern" in param("/v1/experiments/{experiment_id}/events", "kinds")
