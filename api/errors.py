@@ -9,6 +9,7 @@ JSON, unknown routes and unexpected failures all come out in this shape.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -122,11 +123,34 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     return error_json(422, ErrorDetail(code="invalid_request", message=message, fields=fields))
 
 
-async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = _HTTP_CODES.get(exc.status_code, "http_error")
-    detail = ErrorDetail(code=code, message=str(exc.detail))
-    return error_json(exc.status_code, detail, dict(exc.headers) if exc.headers else None)
+    headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
+    message = str(exc.detail)
+    if exc.status_code == 405:
+        # Starlette's Allow names only the first route that matched the path; a path served by
+        # several routes (GET and POST of /v1/experiments) must list every method.
+        allowed = allowed_methods(request.app, request.url.path)
+        headers["allow"] = ", ".join(allowed)
+        message = f"{request.method} is not allowed here; allowed: {', '.join(allowed)}"
+    detail = ErrorDetail(code=code, message=message)
+    return error_json(exc.status_code, detail, headers or None)
+
+
+def allowed_methods(app: FastAPI, path: str) -> list[str]:
+    """Every method some route of ``app`` serves at ``path`` (from the app's OpenAPI paths)."""
+    table: list[tuple[re.Pattern[str], list[str]]] | None = getattr(
+        app.state, "allowed_methods", None
+    )
+    if table is None:
+        table = []
+        for template, operations in app.openapi()["paths"].items():
+            pattern = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
+            table.append((re.compile(f"^{pattern}$"), sorted(m.upper() for m in operations)))
+        app.state.allowed_methods = table
+    methods = {m for pattern, ops in table if pattern.match(path) for m in ops}
+    return sorted(methods) or ["GET"]
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

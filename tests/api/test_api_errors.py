@@ -167,3 +167,22 @@ def test_the_catalogue_lists_built_backends_and_hyperparameters(client: TestClie
     assert "torch" in catalogue["ddpg"]["backends"]
     tau = catalogue["ddpg"]["hyperparameters"]["properties"]["tau"]
     assert tau["default"] == 0.005 and tau["description"]
+
+
+@pytest.mark.parametrize(
+    ("path", "allowed"),
+    [
+        ("/v1/experiments", "GET, POST"),
+        ("/v1/session", "DELETE, POST"),
+        ("/v1/projects/team-a/keys", "GET, POST"),
+        ("/v1/experiments/01JAAAAAAAAAAAAAAAAAAAAAAA/cancel", "POST"),
+    ],
+)
+def test_a_wrong_method_is_405_listing_every_allowed_one(
+    client: TestClient, path: str, allowed: str
+) -> None:
+    response = client.request("OPTIONS", path)
+
+    assert response.status_code == 405
+    assert response.headers["allow"] == allowed
+    assert response.json()["error"]["code"] == "method_not_allowed"
