@@ -76,8 +76,9 @@ def cmd_worker(settings: Settings, backends: Sequence[Backend]) -> int:
     chosen = list(dict.fromkeys(backends)) or list(Backend)
     queues = ",".join(queue_name(settings, b) for b in chosen)
     worker_app = importlib.import_module("workers.app").app
-    # The solo pool runs a job in this process: a run owns its process (framework state, GPU),
-    # and the worker's SIGTERM reaches the training loop, which checkpoints and stops.
+    # The solo pool takes one job at a time in this process, which trains it in a child process
+    # (workers.supervisor: memory budget, cancel grace) and forwards its SIGTERM there; the run
+    # checkpoints and stops.
     worker_app.worker_main(
         [
             "worker",

@@ -48,7 +48,7 @@ class Settings(BaseSettings):
     timeout is set above it so a long run is never handed to a second worker."""
     poll_interval_s: float = Field(default=1.0, gt=0, le=60)
     """How often a running job flushes progress and metrics and re-reads its status (cancel)."""
-    shutdown_grace_s: float = Field(default=60.0, gt=0)
+    shutdown_grace_s: float = Field(default=90.0, gt=0)
     """``marlforge up``: how long to wait for the API and worker to stop before killing them."""
     log_level: str = "INFO"
     """Log level of the API and the workers."""

@@ -1,9 +1,11 @@
 """One training run from start to end, as plain Python: the Celery task only calls this.
 
-``run_experiment`` claims the experiment (``queued -> running``), finds the checkpoint to resume
-from, runs ``learners.training.train`` with database-backed hooks, and records how it ended:
-``succeeded``, ``failed`` with the error's message, ``cancelled``, or back to ``queued`` when the
-worker itself is shutting down (the caller then returns the job to the broker).
+``run_experiment`` claims the experiment (``queued -> running``) and trains it in a child process
+(``workers.supervisor``) that finds the checkpoint to resume from, runs ``learners.training.train``
+with database-backed hooks, and records how it ended: ``succeeded``, ``failed`` with the error's
+message, ``cancelled``, or back to ``queued`` when the worker itself is shutting down (the caller
+then returns the job to the broker). When the worker kills the child (over its memory budget, deaf
+to a cancel or a shutdown past the grace) or the child dies, the worker records the end instead.
 """
 
 from __future__ import annotations
@@ -16,16 +18,27 @@ from enum import StrEnum
 from pathlib import Path
 
 from pydantic import ValidationError
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from core.db import utcnow
-from core.enums import ExperimentStatus
+from core.db import make_engine, make_session_factory, utcnow
+from core.enums import EventKind, ExperimentStatus
 from core.lifecycle import transition
 from core.models import Experiment
-from core.repositories import CheckpointRepository, ExperimentRepository, MetricRepository
+from core.repositories import (
+    CheckpointRepository,
+    EventRepository,
+    ExperimentRepository,
+    MetricRepository,
+)
+from core.settings import get_settings
 from core.storage import ArtifactStorage
+from core.streaming import publish_after_commit, publisher_for
 from learners.spec import ExperimentSpec
 from workers.hooks import DatabaseHooks, StopCause
+from workers.supervisor import Ending, Guards, Supervised, supervise
+from workers.threads import limit_threads
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +62,22 @@ class RunLimits:
     time_limit_s: float
     stale_after_s: float
     """A ``running`` experiment silent for this long has lost its worker; another may take over."""
+    memory_mb: int = 4096
+    """Resident memory the run's processes may hold, in MiB (``MARLFORGE_RUN_MEMORY_MB``)."""
+    cancel_grace_s: float = 60.0
+    """How long a run has to honour a cancel or the worker's shutdown before the worker kills it
+    (``MARLFORGE_CANCEL_GRACE_S``)."""
+
+
+@dataclass(frozen=True)
+class RunJob:
+    """What the run's process is given (pickled): it opens its own database connections."""
+
+    experiment_id: str
+    spec: ExperimentSpec
+    database_url: str
+    artifacts_root: Path
+    limits: RunLimits
 
 
 def run_experiment(
@@ -58,10 +87,49 @@ def run_experiment(
     limits: RunLimits,
     shutdown_requested: Callable[[], bool] = lambda: False,
 ) -> Outcome:
-    """Run the experiment's training to its end and record the result."""
+    """Run the experiment's training to its end, in a child process, and record the result."""
     spec = _claim(experiment_id, session_factory, limits)
     if spec is None:
         return Outcome.DONE
+    job = RunJob(experiment_id, spec, _database_url(session_factory), storage.root, limits)
+    result = supervise(
+        train_claimed,
+        job,
+        Guards(limits.poll_interval_s, limits.memory_mb, limits.cancel_grace_s),
+        cancel_requested=lambda: _cancel_requested(session_factory, experiment_id),
+        shutdown_requested=shutdown_requested,
+        name=f"run-{experiment_id}",
+    )
+    if result.ending == Ending.RETURNED and result.value is not None:
+        return result.value
+    return _record_stop(
+        experiment_id, session_factory, storage, limits, result, shutdown_requested()
+    )
+
+
+def train_claimed(job: RunJob, shutdown_requested: Callable[[], bool]) -> Outcome:
+    """In the run's own process: resume, train with database hooks, record how the run ended."""
+    settings = get_settings()
+    # The worker's caps, set before a framework is imported (a no-op under ``marlforge worker``,
+    # whose environment this process inherits already capped).
+    limit_threads(settings.worker_threads)
+    engine = make_engine(job.database_url)
+    session_factory = make_session_factory(engine)
+    publish_after_commit(session_factory, publisher_for(settings))
+    try:
+        storage = ArtifactStorage(job.artifacts_root)
+        return _train(job, session_factory, storage, shutdown_requested)
+    finally:
+        engine.dispose()
+
+
+def _train(
+    job: RunJob,
+    session_factory: sessionmaker[Session],
+    storage: ArtifactStorage,
+    shutdown_requested: Callable[[], bool],
+) -> Outcome:
+    experiment_id, spec, limits = job.experiment_id, job.spec, job.limits
     resume_from = _prepare_resume(experiment_id, session_factory, storage)
     hooks = DatabaseHooks(
         experiment_id,
@@ -201,6 +269,81 @@ def _record_end(
     return Outcome.DONE
 
 
+def _record_stop(
+    experiment_id: str,
+    session_factory: sessionmaker[Session],
+    storage: ArtifactStorage,
+    limits: RunLimits,
+    result: Supervised[Outcome],
+    shutting_down: bool,
+) -> Outcome:
+    """Record the end of a run whose process could not: the worker killed it, or it died."""
+    # A checkpoint the process was writing when it died is a temporary file, never recorded.
+    storage.remove_partials(experiment_id)
+    step = _step_of(session_factory, experiment_id)
+    if result.ending == Ending.IGNORED_SHUTDOWN or shutting_down:
+        # The worker is going away: the run continues on another one from its last checkpoint.
+        how = f"ended with {result.detail}"
+        if result.ending == Ending.IGNORED_SHUTDOWN:
+            how = f"did not stop within {limits.cancel_grace_s:g} s"
+        reason = (
+            f"the worker shut down at step {step} (the run {how}); "
+            "the run continues from its last checkpoint"
+        )
+        if _finish(session_factory, experiment_id, S.QUEUED, reason, only_from=[S.RUNNING]):
+            return Outcome.REQUEUE
+        _finish(session_factory, experiment_id, S.CANCELLED, f"cancelled at step {step}")
+        return Outcome.DONE
+    to, reason = _stop_reason(result, step, limits)
+    _end_in_log(session_factory, experiment_id, to, reason, step)
+    return Outcome.DONE
+
+
+def _stop_reason(
+    result: Supervised[Outcome], step: int, limits: RunLimits
+) -> tuple[ExperimentStatus, str]:
+    """How a run that the worker stopped, or whose process died, ends, and why (for a person)."""
+    if result.ending == Ending.OVER_MEMORY:
+        return S.FAILED, (
+            f"stopped at step {step}: the run used {result.memory_mb:,.0f} MiB, above its memory "
+            f"budget of {limits.memory_mb:,} MiB (MARLFORGE_RUN_MEMORY_MB)"
+        )
+    if result.ending == Ending.IGNORED_CANCEL:
+        return S.CANCELLED, (
+            f"did not stop within {limits.cancel_grace_s:g} s of the cancel request; "
+            f"stopped by the worker at step {step}"
+        )
+    if result.ending == Ending.DIED:
+        return S.FAILED, (
+            f"the run's process died at step {step} ({result.detail}) before it recorded an end"
+        )
+    return S.FAILED, f"the run's process failed at step {step}: {result.detail}"
+
+
+def _cancel_requested(session_factory: sessionmaker[Session], experiment_id: str) -> bool:
+    try:
+        with session_factory() as session:
+            return ExperimentRepository(session).status_of(experiment_id) == S.CANCELLING
+    except SQLAlchemyError as exc:
+        # The run goes on; it reads its status itself and the next poll asks again.
+        log.warning("could not read the status of experiment %s: %s", experiment_id, exc)
+        return False
+
+
+def _step_of(session_factory: sessionmaker[Session], experiment_id: str) -> int:
+    with session_factory() as session:
+        experiment = ExperimentRepository(session).get(experiment_id)
+        return experiment.step if experiment is not None else 0
+
+
+def _database_url(session_factory: sessionmaker[Session]) -> str:
+    """The URL the run's process opens its own engine on (a process never shares connections)."""
+    bind = session_factory.kw.get("bind")
+    if not isinstance(bind, Engine):
+        raise TypeError("a run's process opens its own connections: bind the sessions to an engine")
+    return bind.url.render_as_string(hide_password=False)
+
+
 def _finish(
     session_factory: sessionmaker[Session],
     experiment_id: str,
@@ -220,6 +363,27 @@ def _finish(
         )
         session.commit()
     return moved is not None
+
+
+def _end_in_log(
+    session_factory: sessionmaker[Session],
+    experiment_id: str,
+    to: ExperimentStatus,
+    reason: str,
+    step: int,
+) -> None:
+    """``_finish`` for a run whose process was stopped: the reason goes to the run's log too,
+    where the run itself would have written it."""
+    with session_factory() as session:
+        moved = transition(
+            session, experiment_id, [S.RUNNING, S.CANCELLING], to, reason, finished_at=utcnow()
+        )
+        if moved is not None:
+            level = "error" if to == S.FAILED else "warning"
+            entry = {"level": level, "message": reason, "step": step}
+            EventRepository(session).add(experiment_id, EventKind.LOG, entry)
+        session.commit()
+    log.warning("experiment %s: %s", experiment_id, reason)
 
 
 def _flush_quietly(hooks: DatabaseHooks) -> None:

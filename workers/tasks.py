@@ -50,6 +50,8 @@ def _limits() -> RunLimits:
         poll_interval_s=settings.poll_interval_s,
         time_limit_s=settings.run_time_limit_s,
         stale_after_s=max(120.0, 60 * settings.poll_interval_s),
+        memory_mb=settings.run_memory_mb,
+        cancel_grace_s=settings.cancel_grace_s,
     )
 
 
