@@ -31,7 +31,7 @@ from core.db import make_engine, make_session_factory
 from core.queue import CeleryDispatcher, Dispatcher
 from core.settings import Settings, get_settings
 from core.storage import ArtifactStorage
-from learners.spec import SpecEnvelope
+from learners.spec_schema import spec_json_schema
 
 DESCRIPTION = """Training-as-a-service for multi-agent reinforcement learning.
 
@@ -95,14 +95,14 @@ def create_app(
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
     # The spec body is parsed by hand (so that a non-JSON body and every spec error share one
-    # error shape); publish its schema so clients still see what to send.
+    # error shape); publish its schema, per algorithm, so clients still see what to send.
     if app.openapi_schema is None:
         schema = get_openapi(
             title=app.title, version=app.version, description=app.description, routes=app.routes
         )
-        spec_schema = SpecEnvelope.model_json_schema(ref_template="#/components/schemas/{model}")
+        spec_schema, definitions = spec_json_schema()
         components = schema.setdefault("components", {}).setdefault("schemas", {})
-        for name, definition in spec_schema.pop("$defs", {}).items():
+        for name, definition in definitions.items():
             components.setdefault(name, definition)
         components[experiments.SPEC_SCHEMA_NAME] = spec_schema
         app.openapi_schema = schema

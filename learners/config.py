@@ -11,6 +11,7 @@ the API serves and the dashboard's form show exactly what the code says.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 
@@ -41,5 +42,10 @@ class AlgorithmConfig(BaseModel):
 
     @classmethod
     def resolve(cls, suite: str, env_id: str, given: Mapping[str, Any]) -> Self:
-        """Validate ``given`` over the environment's defaults; raises pydantic's ValidationError."""
-        return cls.model_validate({**cls.defaults_for(suite, env_id), **given})
+        """Validate ``given`` over the environment's defaults; raises pydantic's ValidationError.
+
+        Strictly, as JSON: a submitted ``true`` or ``"3"`` is not an integer and ``64.0`` not a
+        layer size, as the published schema says (lax validation would take them for 1, 3, 64).
+        """
+        merged = {**cls.defaults_for(suite, env_id), **given}
+        return cls.model_validate_json(json.dumps(merged), strict=True)

@@ -7,6 +7,7 @@ or raises ``SpecError`` listing each bad field by its dotted path (``hyperparame
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -131,7 +132,8 @@ def parse_spec(data: Mapping[str, Any]) -> ExperimentSpec:
     if not isinstance(data, Mapping):
         raise SpecError([FieldError("body", "the spec must be a JSON object")])
     try:
-        envelope = SpecEnvelope.model_validate(dict(data))
+        # Strictly, as JSON: the types the published schema names, with no coercion.
+        envelope = SpecEnvelope.model_validate_json(json.dumps(dict(data)), strict=True)
     except ValidationError as exc:
         raise SpecError(errors_from_validation(exc)) from None
 

@@ -157,7 +157,18 @@ def test_openapi_describes_every_route_and_the_spec_body(client: TestClient) -> 
             assert operation.get("description"), f"{method.upper()} {path} has no description"
     body = schema["paths"]["/v1/experiments"]["post"]["requestBody"]["content"]["application/json"]
     spec_schema = schema["components"]["schemas"][body["schema"]["$ref"].rsplit("/", 1)[1]]
-    assert {"name", "algorithm", "backend", "env", "total_steps"} <= set(spec_schema["required"])
+    # One variant per algorithm, each as precise as the checks the server makes.
+    variants = {v["properties"]["algorithm"]["const"]: v for v in spec_schema["oneOf"]}
+    assert set(variants) == {a["algorithm"] for a in client.get("/v1/algorithms").json()}
+    for variant in variants.values():
+        assert {"name", "algorithm", "backend", "env", "total_steps"} <= set(variant["required"])
+        assert variant["properties"]["hyperparameters"]["additionalProperties"] is False
+    ddpg_envs = [
+        e["properties"]["id"]["const"] for e in variants["ddpg"]["properties"]["env"]["oneOf"]
+    ]
+    assert "Pendulum-v1" in ddpg_envs and "simple_spread_v3" not in ddpg_envs
+    wqmix_env = variants["wqmix"]["properties"]["env"]["oneOf"][0]["properties"]["kwargs"]
+    assert wqmix_env["properties"]["continuous_actions"] == {"const": False}
     assert "ErrorResponse" in schema["components"]["schemas"]
 
 
