@@ -9,6 +9,7 @@ next request on.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
 from dataclasses import dataclass
@@ -185,7 +186,7 @@ def start_session(session: Session, secret: bytes, credential: str) -> tuple[str
     key = KeyRepository(session).get(principal.key_id)
     assert key is not None
     token = _add_session(session, secret, key, SESSION, SESSION_TTL)
-    return token, Principal(**{**principal.__dict__, "via": "session"})
+    return token, dataclasses.replace(principal, via="session")
 
 
 def authenticate_session(session: Session, secret: bytes, token: str) -> Principal | None:

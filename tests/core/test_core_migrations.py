@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, inspect, text
 
 from core import migrate
 from core.models import Base
@@ -48,3 +48,30 @@ def test_migrations_match_the_models_on_sqlite(tmp_path: Path) -> None:
 @pytest.mark.integration
 def test_migrations_match_the_models_on_postgresql(fresh_postgres_url: str) -> None:
     _check_round_trip(fresh_postgres_url)
+
+
+def test_experiments_from_before_projects_move_to_project_default(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    migrate.upgrade(url, "0002")
+    engine = create_engine(url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO experiments (id, name, algorithm, backend, spec, status, step, "
+                    "total_steps, latest_metrics, attempts, created_at, updated_at) VALUES "
+                    "('01JAAAAAAAAAAAAAAAAAAAAAAA', 'old run', 'ddpg', 'torch', '{}', 'succeeded', "
+                    "10, 10, '{}', 1, '2025-11-22 00:00:00', '2025-11-22 00:00:00')"
+                )
+            )
+        migrate.upgrade(url)
+        with engine.connect() as connection:
+            project = connection.execute(
+                text(
+                    "SELECT p.name FROM experiments e JOIN projects p ON p.id = e.project_id "
+                    "WHERE e.id = '01JAAAAAAAAAAAAAAAAAAAAAAA'"
+                )
+            ).scalar_one()
+    finally:
+        engine.dispose()
+    assert project == "default"
