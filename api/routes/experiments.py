@@ -14,6 +14,7 @@ from core import experiments as service
 from core.auth import Principal
 from core.enums import ExperimentStatus
 from core.ids import ID_PATTERN, is_id
+from core.quotas import check_spec_bounds
 from core.repositories import ExperimentFilter, ExperimentRepository
 from learners.enums import Algorithm, Backend
 from learners.spec import SpecError, parse_spec
@@ -30,8 +31,8 @@ SPEC_SCHEMA_NAME = "ExperimentSpecInput"
     summary="Submit an experiment",
     description="Validate the spec, store it with every default filled in and queue its run on "
     "the backend's workers. A spec for an (algorithm, backend) pair that is not built yet, an "
-    "unknown hyperparameter or a bad value is refused with 422 naming each field; nothing is "
-    "stored then.",
+    "unknown hyperparameter, a bad value, a size past a per-run limit or an estimated memory "
+    "above the per-run budget is refused with 422 naming each field; nothing is stored then.",
     responses=error_responses(400, 422, 503),
     openapi_extra={
         "requestBody": {
@@ -51,6 +52,7 @@ def create_experiment(
 ) -> ExperimentOut:
     try:
         spec = parse_spec(body)
+        check_spec_bounds(spec, services.settings)
     except SpecError as exc:
         fields = [FieldProblem(field=e.field, reason=e.reason) for e in exc.errors]
         raise ApiError(422, "invalid_spec", f"the spec is invalid: {exc}", fields) from None

@@ -54,6 +54,16 @@ def _env_info(env: Any, num_envs: int) -> EnvInfo:
     )
 
 
+def scenario_info(env_id: str, kwargs: dict[str, Any]) -> EnvInfo:
+    """The ``EnvInfo`` of one copy of ``env_id`` with ``kwargs``, read from a throwaway env: mpe2
+    sizes observations per scenario (padding, communication), so reading beats recomputing."""
+    env = parallel_env(env_id, kwargs)
+    try:
+        return _env_info(env, 1)
+    finally:
+        env.close()
+
+
 class MPEVecEnv:
     """``num_envs`` copies of one MPE scenario; copy ``i`` of this object is copy
     ``first_copy + i`` of the run (the index its episode seeds use)."""

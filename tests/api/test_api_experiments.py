@@ -206,3 +206,35 @@ def test_resume_refuses_experiments_that_are_not_cancelled_or_failed(
     assert response.status_code == 409
     assert "only cancelled or failed" in response.json()["error"]["message"]
     assert client.post("/v1/experiments/01JAAAAAAAAAAAAAAAAAAAAAAA/resume").status_code == 404
+
+
+def test_a_spec_that_would_hurt_its_worker_is_refused_and_stores_nothing(
+    client: TestClient, session: Session, queued_messages: Messages
+) -> None:
+    spec = {
+        "name": "five thousand agents",
+        "algorithm": "mappo",
+        "backend": "torch",
+        "env": {"suite": "mpe", "id": "simple_spread_v3", "num_envs": 4, "kwargs": {"N": 5000}},
+        "total_steps": 100_000,
+    }
+    huge_buffer = {
+        **spec,
+        "algorithm": "maddpg",
+        "env": {**spec["env"], "kwargs": {"N": 3, "continuous_actions": True}},
+        "hyperparameters": {"buffer_size": 10_000_000},
+    }
+
+    crowded = client.post("/v1/experiments", json=spec)
+    greedy = client.post("/v1/experiments", json=huge_buffer)
+
+    assert crowded.status_code == 422
+    assert crowded.json()["error"]["fields"] == [
+        {"field": "env.kwargs.N", "reason": "at most 32 agents on simple_spread_v3 (got 5000)"}
+    ]
+    assert greedy.status_code == 422
+    (problem,) = greedy.json()["error"]["fields"]
+    assert problem["field"] == "hyperparameters.buffer_size"
+    assert "MARLFORGE_RUN_MEMORY_MB" in problem["reason"]
+    assert session.scalars(select(Experiment)).all() == []
+    assert queued_messages() == []

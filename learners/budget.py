@@ -1,0 +1,244 @@
+"""Limits on a spec, checked when it is submitted, so that no spec can hurt the worker that runs it.
+
+``assess`` gives every reason a (parsed) spec may not run, as ``FieldError``s that name the field
+and the limit, and the estimate of the run's memory they were judged by. Two kinds of limit:
+
+- Structural bounds, per environment: agent and landmark counts, episode length, the MuJoCo
+  kwargs that size a step or a rendering, observation and action sizes, env copies times agents,
+  total steps and layer widths. They keep the env a worker builds, and the update it runs, at
+  sizes these small networks are made for. ``docs/api.md`` ("Limits on a spec") lists them.
+- The memory estimate (``learners.memory``): buffers, networks with their Adam state, the update's
+  working set, env copies and the framework runtime, against a per-run budget the caller passes
+  (the service's ``MARLFORGE_RUN_MEMORY_MB``). Past a bound the spec's shape is not worked out, so
+  a spec refused for its agent count gets no estimate.
+
+Pure: no framework, web or database import. Working out an mpe2 scenario's sizes builds one copy
+(``learners.envs.shapes``), and only after its counts passed the bounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from learners.enums import EnvSuite
+from learners.envs.catalogue import constructor_parameters
+from learners.envs.shapes import EnvShape, env_shape
+from learners.memory import MemoryEstimate, estimate_memory
+from learners.spec import EnvSpec, ExperimentSpec, FieldError
+
+MAX_AGENTS = 32
+"""Agents per env copy. Every agent's observation grows with the others (MPE observations list
+every agent and landmark), so a copy's arrays grow with the square of this; 32 agents give
+observations of about 200 features and a global state of about 6,000."""
+MAX_LANDMARKS = 32
+"""Landmarks or obstacles per env copy (they add observation features too)."""
+MAX_EPISODE_STEPS = 1000
+"""mpe2's ``max_cycles``: 40 times the scenarios' 25. An episode buffer pads every stored episode
+to this length, so it multiplies that buffer's size."""
+MAX_AGENT_COPIES = 2048
+"""``num_envs`` times the agents of one copy: the rows every batched step acts for (the policy's
+forward pass is on the acting path, and copies step one after another on the CPU)."""
+MAX_TOTAL_STEPS = 100_000_000
+"""Environment steps per run. At the 300-3,000 env steps/s these learners train at
+(docs/learners.md), more would outlast the run time limit (48 h by default) anyway."""
+MAX_HIDDEN_WIDTH = 2048
+"""Units per hidden layer: 8 to 32 times the defaults (64 and 256)."""
+MAX_OBS_DIM = 1024
+"""Features per agent's observation (a backstop: the count bounds keep MPE's under ~200)."""
+MAX_ACTION_DIM = 64
+"""Action size (a backstop: the catalogue's envs have at most 6)."""
+
+
+@dataclass(frozen=True)
+class KwargRange:
+    """An integer constructor argument's allowed range; ``null`` passes where it is the default
+    (mpe2's neighbour counts: full observability)."""
+
+    kwarg: str
+    low: int
+    high: int
+    unit: str
+    """What the number counts, for the reason: ``agents``, ``steps per episode``."""
+
+
+@dataclass(frozen=True)
+class MPEScenario:
+    """The count arguments of an mpe2 scenario and how they make its agent count."""
+
+    counts: tuple[KwargRange, ...]
+    agents: Callable[[Mapping[str, int]], int]
+    """The number of agents, from the counts (each filled with its default when not given)."""
+    agents_formula: str
+    """How ``agents`` adds up, for the reason."""
+
+
+MPE_SCENARIOS: dict[str, MPEScenario] = {
+    "simple_spread_v3": MPEScenario(
+        (KwargRange("N", 1, MAX_AGENTS, "agents"),), lambda c: c["N"], "N"
+    ),
+    "simple_adversary_v3": MPEScenario(
+        # N good agents, one adversary and N landmarks.
+        (KwargRange("N", 1, MAX_AGENTS - 1, "good agents"),),
+        lambda c: c["N"] + 1,
+        "N + 1",
+    ),
+    "simple_push_v3": MPEScenario((), lambda c: 2, "2"),
+    "simple_tag_v3": MPEScenario(
+        (
+            KwargRange("num_good", 1, MAX_AGENTS - 1, "good agents"),
+            KwargRange("num_adversaries", 1, MAX_AGENTS - 1, "adversaries"),
+            KwargRange("num_obstacles", 0, MAX_LANDMARKS, "obstacles"),
+        ),
+        lambda c: c["num_good"] + c["num_adversaries"],
+        "num_good + num_adversaries",
+    ),
+}
+
+# Every mpe2 scenario's other arguments that size something. Partial observability pads each
+# observation to the neighbours asked for, however many there are.
+MPE_RANGES: tuple[KwargRange, ...] = (
+    KwargRange("max_cycles", 1, MAX_EPISODE_STEPS, "steps per episode"),
+    KwargRange("num_agent_neighbors", 1, MAX_AGENTS, "observed neighbours"),
+    KwargRange("num_landmark_neighbors", 1, MAX_LANDMARKS, "observed landmarks"),
+)
+# MuJoCo's: physics steps per env step (time), and the renderer's buffers, which replays allocate
+# from the spec's kwargs (GIF frames are shrunk to 320 pixels anyway).
+MUJOCO_RANGES: tuple[KwargRange, ...] = (
+    KwargRange("frame_skip", 1, 25, "physics steps per env step"),
+    KwargRange("width", 1, 1024, "pixels of rendering width"),
+    KwargRange("height", 1, 1024, "pixels of rendering height"),
+    KwargRange("max_geom", 1, 10_000, "rendered geoms"),
+)
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """Whether a spec stays within the limits, and the estimate it was judged by."""
+
+    errors: tuple[FieldError, ...]
+    """Every limit the spec is past; empty when it may run."""
+    estimate: MemoryEstimate | None
+    """The run's memory; ``None`` when a structural bound failed before its shape was known."""
+
+
+def _given(env: EnvSpec, name: str) -> Any:
+    """The spec's value of constructor argument ``name``, or the constructor's default."""
+    if name in env.kwargs:
+        return env.kwargs[name]
+    return constructor_parameters(env.suite, env.id)[name].default
+
+
+def _range_error(env: EnvSpec, rule: KwargRange) -> FieldError | None:
+    value = _given(env, rule.kwarg)
+    field = f"env.kwargs.{rule.kwarg}"
+    if value is None and constructor_parameters(env.suite, env.id)[rule.kwarg].default is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        return FieldError(field, f"must be an integer from {rule.low} to {rule.high:,}")
+    if value > rule.high:
+        return FieldError(field, f"at most {rule.high:,} {rule.unit} on {env.id} (got {value})")
+    if value < rule.low:
+        return FieldError(field, f"at least {rule.low} {rule.unit} on {env.id} (got {value})")
+    return None
+
+
+def _agent_count_errors(env: EnvSpec, scenario: MPEScenario) -> list[FieldError]:
+    errors = [e for rule in scenario.counts if (e := _range_error(env, rule)) is not None]
+    if errors:
+        return errors
+    counts = {rule.kwarg: int(_given(env, rule.kwarg)) for rule in scenario.counts}
+    agents = scenario.agents(counts)
+    if agents <= MAX_AGENTS:
+        return []
+    # Name the largest count the spec set: lowering it is the likeliest fix.
+    set_here = [rule.kwarg for rule in scenario.counts if rule.kwarg in env.kwargs]
+    kwarg = max(set_here or list(counts), key=lambda name: counts[name])
+    reason = f"at most {MAX_AGENTS} agents on {env.id} ({scenario.agents_formula} = {agents})"
+    return [FieldError(f"env.kwargs.{kwarg}", reason)]
+
+
+def env_kwarg_errors(env: EnvSpec) -> list[FieldError]:
+    """The env's count and size arguments past their bounds (checked before anything is built)."""
+    params = constructor_parameters(env.suite, env.id)
+    if env.suite == EnvSuite.MPE:
+        errors = _agent_count_errors(env, MPE_SCENARIOS[env.id])
+        ranges = MPE_RANGES
+    else:
+        errors, ranges = [], MUJOCO_RANGES
+    for rule in ranges:
+        if rule.kwarg in params and (error := _range_error(env, rule)) is not None:
+            errors.append(error)
+    return errors
+
+
+def shape_errors(env: EnvSpec, shape: EnvShape) -> list[FieldError]:
+    """The bounds on what the env's kwargs make: sizes per agent, and copies times agents."""
+    size_field = "env.kwargs" if env.suite == EnvSuite.MPE else "env.id"
+    errors = []
+    if shape.obs_dim > MAX_OBS_DIM:
+        reason = f"at most {MAX_OBS_DIM:,} observation features per agent (got {shape.obs_dim:,})"
+        errors.append(FieldError(size_field, reason))
+    if shape.action_dim > MAX_ACTION_DIM:
+        reason = f"at most {MAX_ACTION_DIM} actions per agent (got {shape.action_dim:,})"
+        errors.append(FieldError(size_field, reason))
+    if env.num_envs * shape.num_agents > MAX_AGENT_COPIES:
+        most = max(1, MAX_AGENT_COPIES // shape.num_agents)
+        reason = (
+            f"at most {most} copies of {env.id} with {shape.num_agents} agents "
+            f"({MAX_AGENT_COPIES:,} agents in all; got {env.num_envs})"
+        )
+        errors.append(FieldError("env.num_envs", reason))
+    return errors
+
+
+def run_errors(spec: ExperimentSpec) -> list[FieldError]:
+    """The bounds that do not depend on the env: total steps and layer widths."""
+    errors = []
+    if spec.total_steps > MAX_TOTAL_STEPS:
+        reason = f"at most {MAX_TOTAL_STEPS:,} environment steps per run (got {spec.total_steps:,})"
+        errors.append(FieldError("total_steps", reason))
+    # Every algorithm's config has ``hidden_sizes`` (learners.memory sizes its networks by it).
+    widths = spec.config().model_dump()["hidden_sizes"]
+    if any(w < 1 or w > MAX_HIDDEN_WIDTH for w in widths):
+        reason = f"each hidden layer must have 1 to {MAX_HIDDEN_WIDTH:,} units (got {list(widths)})"
+        errors.append(FieldError("hyperparameters.hidden_sizes", reason))
+    return errors
+
+
+def memory_errors(estimate: MemoryEstimate, budget_mib: int, budget_name: str) -> list[FieldError]:
+    """A refusal naming the field of the estimate's largest part, if the estimate is over budget."""
+    total = estimate.total_mib
+    if total <= budget_mib:
+        return []
+    reason = (
+        f"the run would need about {total:,.0f} MiB ({estimate.describe()}) against the per-run "
+        f"budget of {budget_mib:,} MiB ({budget_name})"
+    )
+    return [FieldError(estimate.largest().field, reason)]
+
+
+def _env_shape(env: EnvSpec) -> EnvShape | FieldError:
+    try:
+        return env_shape(env.suite, env.id, env.kwargs)
+    except Exception as exc:  # a third-party constructor raises what it likes, for bad kwargs
+        return FieldError("env.kwargs", f"{env.id} refuses these arguments: {exc or type(exc)}")
+
+
+def assess(
+    spec: ExperimentSpec, budget_mib: int, *, cpus: int, budget_name: str = "the memory budget"
+) -> Assessment:
+    """Every limit ``spec`` (from ``parse_spec``) is past, and the memory estimate, on a worker
+    with ``cpus`` cores (they decide how many env worker processes it starts)."""
+    errors = run_errors(spec) + env_kwarg_errors(spec.env)
+    if errors:
+        return Assessment(tuple(errors), None)
+    shape = _env_shape(spec.env)
+    if isinstance(shape, FieldError):
+        return Assessment((shape,), None)
+    errors = shape_errors(spec.env, shape)
+    if errors:
+        return Assessment(tuple(errors), None)
+    estimate = estimate_memory(spec, shape, cpus=cpus)
+    return Assessment(tuple(memory_errors(estimate, budget_mib, budget_name)), estimate)

@@ -1,0 +1,99 @@
+"""The sizes a spec's environment will have, found without stepping it and without building
+anything large: what the submission checks (``learners.budget``) size buffers and networks from.
+
+Gymnasium envs come from a table (their sizes are fixed; one kwarg adds a position feature), so
+checking a MuJoCo spec never loads MuJoCo. An mpe2 scenario's sizes follow from its kwargs in ways
+each scenario spells out for itself (partial observability pads observations, communication adds
+features), so rather than copy those rules, ``env_shape`` builds one throwaway copy and reads it.
+That is cheap only for the sizes ``learners.budget`` lets through (about 5 ms for 32 agents), so
+call it only after the spec's agent counts passed those bounds.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from learners.enums import EnvSuite
+from learners.envs.base import EnvInfo
+
+
+@dataclass(frozen=True)
+class EnvShape:
+    """What the buffers and networks of a run are sized by: one copy of the env."""
+
+    num_agents: int
+    obs_dim: int
+    """Padded per-agent observation size (the largest agent's)."""
+    state_dim: int
+    action_dim: int
+    """Continuous: the action vector's size. Discrete: the number of actions."""
+    discrete: bool
+    max_episode_steps: int
+    """The time limit: what an episode buffer pads every episode to."""
+
+    @classmethod
+    def from_info(cls, info: EnvInfo) -> EnvShape:
+        """The shape of a built env."""
+        if info.max_episode_steps is None:
+            raise ValueError("every catalogued env has a time limit")
+        return cls(
+            num_agents=info.num_agents,
+            obs_dim=info.obs_dim,
+            state_dim=info.state_dim,
+            action_dim=info.action_dim,
+            discrete=info.action_kind == "discrete",
+            max_episode_steps=info.max_episode_steps,
+        )
+
+
+@dataclass(frozen=True)
+class _GymnasiumSizes:
+    obs_dim: int
+    action_dim: int
+    max_episode_steps: int
+    position_feature: bool
+    """``exclude_current_positions_from_observation=false`` adds the torso's x position."""
+
+
+# Checked against gymnasium.make by tests/learners/test_budget.py.
+_GYMNASIUM: dict[str, _GymnasiumSizes] = {
+    "Pendulum-v1": _GymnasiumSizes(3, 1, 200, position_feature=False),
+    "HalfCheetah-v5": _GymnasiumSizes(17, 6, 1000, position_feature=True),
+    "Hopper-v5": _GymnasiumSizes(11, 3, 1000, position_feature=True),
+}
+
+
+def _gymnasium_shape(env_id: str, kwargs: Mapping[str, Any]) -> EnvShape:
+    sizes = _GYMNASIUM[env_id]
+    extra = (
+        sizes.position_feature and kwargs.get("exclude_current_positions_from_observation") is False
+    )
+    obs_dim = sizes.obs_dim + int(extra)
+    return EnvShape(
+        num_agents=1,
+        obs_dim=obs_dim,
+        state_dim=obs_dim,
+        action_dim=sizes.action_dim,
+        discrete=False,
+        max_episode_steps=sizes.max_episode_steps,
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _mpe_shape(env_id: str, kwargs_json: str) -> EnvShape:
+    from learners.envs.mpe import scenario_info
+
+    return EnvShape.from_info(scenario_info(env_id, json.loads(kwargs_json)))
+
+
+def env_shape(suite: EnvSuite, env_id: str, kwargs: Mapping[str, Any]) -> EnvShape:
+    """The shape of ``env_id`` built with ``kwargs`` (both validated by ``parse_spec``). For mpe2
+    this builds one copy: bound its agent counts first. Raises what the env's constructor raises
+    when it refuses the kwargs."""
+    if suite == EnvSuite.GYMNASIUM:
+        return _gymnasium_shape(env_id, kwargs)
+    return _mpe_shape(env_id, json.dumps(dict(kwargs), sort_keys=True))
