@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from core.errors import BrokerUnavailable, Conflict, NotFound, ServiceError
+from core.errors import BrokerUnavailable, Conflict, NotFound, QuotaExceeded, ServiceError
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,7 @@ class ApiError(Exception):
 _SERVICE_STATUS: dict[type[ServiceError], int] = {
     NotFound: 404,
     Conflict: 409,
+    QuotaExceeded: 429,
     BrokerUnavailable: 503,
 }
 _HTTP_CODES = {
@@ -102,7 +103,10 @@ async def _api_error(_: Request, exc: Exception) -> JSONResponse:
 async def _service_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ServiceError)
     status = next((s for t, s in _SERVICE_STATUS.items() if isinstance(exc, t)), 400)
-    return error_json(status, ErrorDetail(code=exc.code, message=exc.message))
+    headers = None
+    if isinstance(exc, QuotaExceeded) and exc.retry_after_s is not None:
+        headers = {"retry-after": str(exc.retry_after_s)}
+    return error_json(status, ErrorDetail(code=exc.code, message=exc.message), headers)
 
 
 async def _validation_error(_: Request, exc: Exception) -> JSONResponse:

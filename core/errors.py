@@ -25,6 +25,16 @@ class Conflict(ServiceError):
     code = "conflict"
 
 
+class QuotaExceeded(ServiceError):
+    """A project quota is reached; ``retry_after_s`` says when a retry can succeed, if known."""
+
+    code = "quota_exceeded"
+
+    def __init__(self, message: str, retry_after_s: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class BrokerUnavailable(ServiceError):
     """The broker could not take the job; the experiment is marked failed and can be resumed."""
 

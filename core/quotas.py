@@ -1,4 +1,5 @@
-"""Limits a spec must keep to when it is submitted, with this deployment's settings.
+"""Limits a submission must keep to, with this deployment's settings: the spec's own bounds, and
+the project's quotas (``check_project_limits``: runs queued or running, submissions per minute).
 
 ``check_spec_bounds`` runs after ``learners.spec.parse_spec``: the structural bounds and the memory
 estimate of ``learners.budget``, the estimate judged against ``Settings.run_memory_mb``
@@ -9,8 +10,16 @@ the estimate alone, for a route or page that shows it.
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 import os
 
+from sqlalchemy.orm import Session
+
+from core.db import utcnow
+from core.enums import ExperimentStatus
+from core.errors import QuotaExceeded
+from core.repositories import ExperimentRepository, ProjectRepository
 from core.settings import Settings
 from learners.budget import Assessment, assess
 from learners.memory import MemoryEstimate
@@ -43,3 +52,41 @@ def run_memory_estimate(spec: ExperimentSpec, settings: Settings) -> MemoryEstim
     """The estimate of the memory ``spec``'s run needs, in parts; ``None`` when the spec is past a
     structural bound (its env's sizes are then not worked out)."""
     return _assess(spec, settings).estimate
+
+
+# Per-project limits, checked when a project submits, so that one project (or one runaway script)
+# cannot fill the queue every team's runs wait in.
+
+ACTIVE_STATUSES = (ExperimentStatus.QUEUED, ExperimentStatus.RUNNING, ExperimentStatus.CANCELLING)
+RATE_WINDOW = dt.timedelta(seconds=60)
+
+
+def check_project_limits(session: Session, project_id: str, settings: Settings) -> None:
+    """Raise ``QuotaExceeded`` when the project may not submit another experiment now: it has
+    ``settings.project_max_active_runs`` runs queued or running, or it submitted
+    ``settings.project_submissions_per_minute`` in the last 60 seconds."""
+    ProjectRepository(session).lock(project_id)
+    experiments = ExperimentRepository(session)
+    active = experiments.count_active(project_id, ACTIVE_STATUSES)
+    if active >= settings.project_max_active_runs:
+        raise QuotaExceeded(
+            f"the project has {active} runs queued or running, its limit "
+            f"({_variable('project_max_active_runs')}={settings.project_max_active_runs}); "
+            "cancel one or wait for one to finish"
+        )
+    now = utcnow()
+    recent = experiments.created_since(project_id, now - RATE_WINDOW)
+    if len(recent) >= settings.project_submissions_per_minute:
+        # A slot frees when the oldest submission of the window leaves it.
+        oldest = recent[-settings.project_submissions_per_minute]
+        retry_after = max(1, math.ceil((oldest + RATE_WINDOW - now).total_seconds()))
+        raise QuotaExceeded(
+            f"the project submitted {len(recent)} experiments in the last 60 s, its limit "
+            f"({_variable('project_submissions_per_minute')}="
+            f"{settings.project_submissions_per_minute}); retry in {retry_after} s",
+            retry_after_s=retry_after,
+        )
+
+
+def _variable(field: str) -> str:
+    return f"{Settings.model_config.get('env_prefix', '')}{field.upper()}"

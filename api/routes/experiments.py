@@ -14,7 +14,7 @@ from core import experiments as service
 from core.auth import Principal
 from core.enums import ExperimentStatus
 from core.ids import ID_PATTERN, is_id
-from core.quotas import check_spec_bounds
+from core.quotas import check_project_limits, check_spec_bounds
 from core.repositories import ExperimentFilter, ExperimentRepository
 from learners.enums import Algorithm, Backend
 from learners.spec import SpecError, parse_spec
@@ -32,8 +32,11 @@ SPEC_SCHEMA_NAME = "ExperimentSpecInput"
     description="Validate the spec, store it with every default filled in and queue its run on "
     "the backend's workers. A spec for an (algorithm, backend) pair that is not built yet, an "
     "unknown hyperparameter, a bad value, a size past a per-run limit or an estimated memory "
-    "above the per-run budget is refused with 422 naming each field; nothing is stored then.",
-    responses=error_responses(400, 422, 503),
+    "above the per-run budget is refused with 422 naming each field; nothing is stored then. A "
+    "project with `MARLFORGE_PROJECT_MAX_ACTIVE_RUNS` runs queued or running, or that submitted "
+    "`MARLFORGE_PROJECT_SUBMISSIONS_PER_MINUTE` in the last minute, gets a 429 (with "
+    "`Retry-After` for the rate).",
+    responses=error_responses(400, 413, 415, 422, 429, 503),
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -56,6 +59,7 @@ def create_experiment(
     except SpecError as exc:
         fields = [FieldProblem(field=e.field, reason=e.reason) for e in exc.errors]
         raise ApiError(422, "invalid_spec", f"the spec is invalid: {exc}", fields) from None
+    check_project_limits(session, principal.project_id, services.settings)
     experiment = service.submit(
         session, services.dispatcher, spec, principal.project_id, actor_of(principal)
     )

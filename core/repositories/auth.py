@@ -28,6 +28,11 @@ class ProjectRepository:
         """Every project's name by its id."""
         return {p.id: p.name for p in self.session.scalars(select(Project))}
 
+    def lock(self, project_id: str) -> None:
+        """Hold the project's row until the transaction ends (PostgreSQL; SQLite has one writer
+        anyway), so two submissions of one project count its quotas one after the other."""
+        self.session.execute(select(Project.id).where(Project.id == project_id).with_for_update())
+
     def add(self, project: Project) -> None:
         """Stage a new project."""
         self.session.add(project)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from core.db import utcnow
@@ -45,6 +46,22 @@ class ExperimentRepository:
         return self.session.scalar(
             select(Experiment.project_id).where(Experiment.id == experiment_id)
         )
+
+    def count_active(self, project_id: str, statuses: Sequence[ExperimentStatus]) -> int:
+        """How many of the project's experiments are in one of ``statuses``."""
+        query = select(func.count()).where(
+            Experiment.project_id == project_id, Experiment.status.in_(statuses)
+        )
+        return int(self.session.scalar(query) or 0)
+
+    def created_since(self, project_id: str, since: dt.datetime) -> list[dt.datetime]:
+        """When each of the project's experiments created after ``since`` was, oldest first."""
+        query = (
+            select(Experiment.created_at)
+            .where(Experiment.project_id == project_id, Experiment.created_at > since)
+            .order_by(Experiment.created_at)
+        )
+        return list(self.session.scalars(query))
 
     def status_of(self, experiment_id: str) -> ExperimentStatus | None:
         """Only the status (the cheap read a running job polls)."""
