@@ -4,9 +4,10 @@
 and the limit, and the estimate of the run's memory they were judged by. Two kinds of limit:
 
 - Structural bounds, per environment: agent and landmark counts, episode length, the MuJoCo
-  kwargs that size a step or a rendering, observation and action sizes, env copies times agents,
-  total steps and layer widths. They keep the env a worker builds, and the update it runs, at
-  sizes these small networks are made for. ``docs/api.md`` ("Limits on a spec") lists them.
+  kwargs that size a step or a rendering, observation and action sizes and env copies times
+  agents (total steps and layer widths are bounded by the spec's and the config's own fields).
+  They keep the env a worker builds, and the update it runs, at sizes these small networks are
+  made for. ``docs/api.md`` ("Limits on a spec") lists them.
 - The memory estimate (``learners.memory``): buffers, networks with their Adam state, the update's
   working set, env copies and the framework runtime, against a per-run budget the caller passes
   (the service's ``MARLFORGE_RUN_MEMORY_MB``). Past a bound the spec's shape is not worked out, so
@@ -40,11 +41,6 @@ to this length, so it multiplies that buffer's size."""
 MAX_AGENT_COPIES = 2048
 """``num_envs`` times the agents of one copy: the rows every batched step acts for (the policy's
 forward pass is on the acting path, and copies step one after another on the CPU)."""
-MAX_TOTAL_STEPS = 100_000_000
-"""Environment steps per run. At the 300-3,000 env steps/s these learners train at
-(docs/learners.md), more would outlast the run time limit (48 h by default) anyway."""
-MAX_HIDDEN_WIDTH = 2048
-"""Units per hidden layer: 8 to 32 times the defaults (64 and 256)."""
 MAX_OBS_DIM = 1024
 """Features per agent's observation (a backstop: the count bounds keep MPE's under ~200)."""
 MAX_ACTION_DIM = 64
@@ -193,18 +189,14 @@ def shape_errors(env: EnvSpec, shape: EnvShape) -> list[FieldError]:
     return errors
 
 
-def run_errors(spec: ExperimentSpec) -> list[FieldError]:
-    """The bounds that do not depend on the env: total steps and layer widths."""
-    errors = []
-    if spec.total_steps > MAX_TOTAL_STEPS:
-        reason = f"at most {MAX_TOTAL_STEPS:,} environment steps per run (got {spec.total_steps:,})"
-        errors.append(FieldError("total_steps", reason))
-    # Every algorithm's config has ``hidden_sizes`` (learners.memory sizes its networks by it).
-    widths = spec.config().model_dump()["hidden_sizes"]
-    if any(w < 1 or w > MAX_HIDDEN_WIDTH for w in widths):
-        reason = f"each hidden layer must have 1 to {MAX_HIDDEN_WIDTH:,} units (got {list(widths)})"
-        errors.append(FieldError("hyperparameters.hidden_sizes", reason))
-    return errors
+def kwarg_ranges(suite: EnvSuite, env_id: str) -> list[KwargRange]:
+    """The bounded constructor arguments of an env (the published spec schema states them)."""
+    params = constructor_parameters(suite, env_id)
+    if suite == EnvSuite.MPE:
+        ranges = [*MPE_SCENARIOS[env_id].counts, *MPE_RANGES]
+    else:
+        ranges = list(MUJOCO_RANGES)
+    return [rule for rule in ranges if rule.kwarg in params]
 
 
 def memory_errors(estimate: MemoryEstimate, budget_mib: int, budget_name: str) -> list[FieldError]:
@@ -231,7 +223,9 @@ def assess(
 ) -> Assessment:
     """Every limit ``spec`` (from ``parse_spec``) is past, and the memory estimate, on a worker
     with ``cpus`` cores (they decide how many env worker processes it starts)."""
-    errors = run_errors(spec) + env_kwarg_errors(spec.env)
+    # ``total_steps`` and layer widths are bounded by the spec's and the config's own fields
+    # (``learners.spec.MAX_TOTAL_STEPS``, ``learners.config.MAX_HIDDEN_WIDTH``).
+    errors = env_kwarg_errors(spec.env)
     if errors:
         return Assessment(tuple(errors), None)
     shape = _env_shape(spec.env)

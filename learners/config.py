@@ -13,9 +13,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+
+MAX_HIDDEN_WIDTH = 2048
+"""Units per hidden layer: 8 to 32 times the defaults (64 and 256)."""
+LayerWidth = Annotated[int, Field(strict=True, ge=1, le=MAX_HIDDEN_WIDTH)]
+"""The units of one hidden layer (``hidden_sizes: tuple[LayerWidth, ...]``)."""
 
 
 class AlgorithmConfig(BaseModel):

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from learners.config import AlgorithmConfig
 from learners.enums import Algorithm, Backend, Device, EnvSuite
@@ -35,6 +35,26 @@ class SpecError(ValueError):
 
 
 _STRICT = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+NO_NUL = "^[^\\x00]*$"
+"""Text without the NUL character, which no database text column (nor JSONB) can store."""
+
+
+NUL_REASON = "must not contain the NUL character (U+0000)"
+
+
+def _no_nul(text: str) -> str:
+    if "\x00" in text:
+        raise ValueError(NUL_REASON)
+    return text
+
+
+Text = Annotated[str, AfterValidator(_no_nul), Field(json_schema_extra={"pattern": NO_NUL})]
+"""A string a person typed, stored as text: anything but NUL."""
+
+MAX_TOTAL_STEPS = 100_000_000
+"""Environment steps per run. At the 300-3,000 env steps/s these learners train at
+(docs/learners.md), more would outlast the run time limit (48 h by default) anyway."""
 
 
 # The pydantic mypy plugin's synthesised __init__ has a ``**kwargs`` beside the ``kwargs`` field.
@@ -80,7 +100,7 @@ class SpecEnvelope(BaseModel):
 
     model_config = _STRICT
 
-    name: str = Field(min_length=1, max_length=200)
+    name: Text = Field(min_length=1, max_length=200)
     """A label for people; not unique."""
     algorithm: Algorithm
     """The learning algorithm (see ``GET /v1/algorithms``)."""
@@ -88,7 +108,7 @@ class SpecEnvelope(BaseModel):
     """The deep-learning framework that runs it."""
     env: EnvSpec
     """The environment."""
-    total_steps: int = Field(gt=0, le=1_000_000_000)
+    total_steps: int = Field(gt=0, le=MAX_TOTAL_STEPS)
     """The training budget in environment steps, counted over all parallel envs."""
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
     """Seeds the networks, the exploration and the environments: a spec always trains the same."""
@@ -121,7 +141,47 @@ def _dotted(prefix: str, loc: Sequence[int | str]) -> str:
 
 def errors_from_validation(exc: ValidationError, prefix: str = "") -> list[FieldError]:
     """Pydantic's errors as ``FieldError``s, their locations under ``prefix``."""
-    return [FieldError(_dotted(prefix, e["loc"]), e["msg"]) for e in exc.errors()]
+    return [FieldError(_dotted(prefix, e["loc"]), _reason(e)) for e in exc.errors()]
+
+
+def _reason(error: Any) -> str:
+    # A validator's own sentence, without pydantic's "Value error, " in front of it.
+    if error.get("type") == "value_error" and "error" in error.get("ctx", {}):
+        return str(error["ctx"]["error"])
+    return str(error["msg"])
+
+
+def _integral_floats_as_ints(value: Any) -> Any:
+    """``5.0`` as ``5``: JSON has one number type, and JSON Schema's ``integer`` admits 5.0, so a
+    client may send either (a float field takes the int as it is)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral_floats_as_ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral_floats_as_ints(v) for v in value]
+    return value
+
+
+def _nul_errors(value: Any, field: str) -> list[FieldError]:
+    """Every string under ``value`` (keys too) holding NUL, which the database cannot store."""
+    if isinstance(value, str):
+        return (
+            [FieldError(field, "must not contain the NUL character (U+0000)")]
+            if "\x00" in value
+            else []
+        )
+    if isinstance(value, dict):
+        found = []
+        for key, item in value.items():
+            path = f"{field}.{key}"
+            if "\x00" in key:
+                found.append(FieldError(field, "a key must not contain the NUL character (U+0000)"))
+            found.extend(_nul_errors(item, path))
+        return found
+    if isinstance(value, list):
+        return [e for k, item in enumerate(value) for e in _nul_errors(item, f"{field}.{k}")]
+    return []
 
 
 def parse_spec(data: Mapping[str, Any]) -> ExperimentSpec:
@@ -133,7 +193,8 @@ def parse_spec(data: Mapping[str, Any]) -> ExperimentSpec:
         raise SpecError([FieldError("body", "the spec must be a JSON object")])
     try:
         # Strictly, as JSON: the types the published schema names, with no coercion.
-        envelope = SpecEnvelope.model_validate_json(json.dumps(dict(data)), strict=True)
+        normalised = _integral_floats_as_ints(dict(data))
+        envelope = SpecEnvelope.model_validate_json(json.dumps(normalised), strict=True)
     except ValidationError as exc:
         raise SpecError(errors_from_validation(exc)) from None
 
@@ -170,6 +231,7 @@ def parse_spec(data: Mapping[str, Any]) -> ExperimentSpec:
     except ValidationError as exc:
         errors.extend(errors_from_validation(exc, "hyperparameters"))
 
+    errors.extend(_nul_errors(envelope.env.kwargs, "env.kwargs"))
     if errors:
         raise SpecError(errors)
     return ExperimentSpec.model_validate(

@@ -11,7 +11,8 @@ action kind), and its hyperparameters as its config class describes them.
 
 What no JSON Schema can say stays a 422 and is listed in the schema's description: rules between
 two fields (``minibatches`` at most ``rollout_length``...) and the per-run limits of
-``learners.budget`` that depend on the whole spec (the memory estimate).
+``learners.budget`` that depend on several fields (agents counted over two arguments, copies times
+agents, the memory estimate). Single arguments' bounds (``N`` at most 32...) are in the schema.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import copy
 import inspect
 from typing import Any
 
+from learners.budget import kwarg_ranges
 from learners.enums import Backend, EnvSuite
 from learners.envs.catalogue import (
     GYMNASIUM_ENVS,
@@ -28,7 +30,7 @@ from learners.envs.catalogue import (
     env_ids,
 )
 from learners.registry import ActionKind, AlgorithmEntry, entries
-from learners.spec import EnvSpec, SpecEnvelope
+from learners.spec import NO_NUL, EnvSpec, SpecEnvelope
 
 Schema = dict[str, Any]
 
@@ -99,6 +101,11 @@ def _env_variant(suite: EnvSuite, env_id: str, algo: AlgorithmEntry) -> Schema:
     for name, param in constructor_parameters(suite, env_id).items():
         if name not in RESERVED_KWARGS:
             kwargs[name] = _kwarg_schema(param.default)
+    for rule in kwarg_ranges(suite, env_id):
+        bounded = {"type": "integer", "minimum": rule.low, "maximum": rule.high}
+        if constructor_parameters(suite, env_id)[rule.kwarg].default is None:
+            bounded = {"anyOf": [bounded, {"type": "null"}]}
+        kwargs[rule.kwarg] = {**bounded, "description": f"{rule.low} to {rule.high} {rule.unit}"}
     kwargs_schema: Schema = {
         "type": "object",
         "properties": kwargs,
@@ -138,7 +145,7 @@ def _kwarg_schema(default: Any) -> Schema:
     if isinstance(default, float):
         return {"type": "number"}
     if isinstance(default, str):
-        return {"type": "string"}
+        return {"type": "string", "pattern": NO_NUL}
     if isinstance(default, tuple | list):
         return {"type": "array", "minItems": len(default), "maxItems": len(default)}
     if isinstance(default, dict):

@@ -15,6 +15,7 @@ from api.schemas import CheckpointList, CheckpointOut, MetricPage, MetricPointOu
 from core import experiments as service
 from core.ids import MAX_INT64
 from core.repositories import CheckpointRepository, MetricRepository
+from learners.spec import NO_NUL
 
 router = project_router("/v1/experiments", ["artifacts"])
 
@@ -31,7 +32,8 @@ def get_metrics(
     experiment_id: ExperimentId,
     session: SessionDep,
     names: Annotated[
-        str | None, Query(max_length=4000, description="Comma-separated metric names.")
+        str | None,
+        Query(max_length=4000, pattern=NO_NUL, description="Comma-separated metric names."),
     ] = None,
     after_step: Annotated[
         int | None, Query(ge=-1, le=MAX_INT64, description="Only points after this step.")

@@ -16,6 +16,7 @@ from core.enums import Role
 from core.ids import is_id
 from core.models import ApiKey
 from core.repositories import KeyRepository, ProjectRepository
+from learners.spec import Text
 
 router = project_router("/v1", ["keys"])
 
@@ -62,7 +63,7 @@ class KeyList(BaseModel):
 class NewKey(BaseModel):
     """A key to create."""
 
-    name: str = Field(min_length=1, max_length=100, description="A label for people.")
+    name: Text = Field(min_length=1, max_length=100, description="A label for people.")
     role: Role = Field(description="`viewer`, `member` or `admin`.")
 
 

@@ -19,6 +19,7 @@ from core.downsample import Point, min_max
 from core.ids import ID_PATTERN, is_id
 from core.repositories.event_stream import EventStreamRepository
 from core.repositories.series import SeriesRepository
+from learners.spec import NO_NUL
 
 router = project_router("/v1", ["metrics"])
 
@@ -137,7 +138,8 @@ def read_series(
         ),
     ],
     names: Annotated[
-        str | None, Query(max_length=4000, description="Comma-separated metric names.")
+        str | None,
+        Query(max_length=4000, pattern=NO_NUL, description="Comma-separated metric names."),
     ] = None,
     max_points: Annotated[
         int | None, Query(ge=4, le=100_000, description="Points per series at most (default 500).")

@@ -29,7 +29,7 @@ from pydantic import Field
 
 from learners import rng as rngs
 from learners.algorithms.learner_state import NetworkState
-from learners.config import AlgorithmConfig
+from learners.config import AlgorithmConfig, LayerWidth
 from learners.envs.base import EnvInfo, Observation
 from learners.functional.losses import masked_mean
 from learners.functional.ops import A, Ops
@@ -62,7 +62,7 @@ class DDPGConfig(AlgorithmConfig):
     exploration_noise: float = Field(default=0.1, ge=0, le=10)
     """Std of the Gaussian noise added to actions, as a fraction of the action range's half-width
     (actions live in [-1, 1])."""
-    hidden_sizes: tuple[int, ...] = Field(default=(256, 256), min_length=1, max_length=8)
+    hidden_sizes: tuple[LayerWidth, ...] = Field(default=(256, 256), min_length=1, max_length=8)
     """Widths of the hidden layers of actor and critic (ReLU)."""
     max_grad_norm: float | None = Field(default=None, gt=0)
     """Clip each network's gradients to this global norm; ``null`` turns clipping off."""

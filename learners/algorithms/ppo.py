@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field, ValidationInfo, field_validator
 
-from learners.config import AlgorithmConfig
+from learners.config import AlgorithmConfig, LayerWidth
 from learners.functional import distributions as dist
 from learners.functional.losses import PPOLoss, entropy_bonus, policy_loss, ppo_loss, value_loss
 from learners.functional.normalizer import ValueNormalizer
@@ -96,7 +96,7 @@ class PPOConfig(AlgorithmConfig):
     max_grad_norm: float | None = Field(default=10.0, gt=0)
     """Clip the gradient of all parameters together to this global norm; ``null`` turns clipping
     off."""
-    hidden_sizes: tuple[int, ...] = Field(default=(64, 64), min_length=1, max_length=8)
+    hidden_sizes: tuple[LayerWidth, ...] = Field(default=(64, 64), min_length=1, max_length=8)
     """Widths of the hidden layers of actor and critic."""
     activation: Literal["relu", "tanh"] = "relu"
     """Activation of the hidden layers."""

@@ -34,7 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field, ValidationInfo, field_validator
 
-from learners.config import AlgorithmConfig
+from learners.config import AlgorithmConfig, LayerWidth
 
 if TYPE_CHECKING:
     from learners.buffers.episodes import EpisodeBatch
@@ -96,7 +96,7 @@ class WQMIXConfig(AlgorithmConfig):
     """Exploration rate after ``epsilon_decay_steps``."""
     epsilon_decay_steps: int = Field(default=50_000, ge=1)
     """Exploring env steps (after ``learning_starts``) over which epsilon falls linearly."""
-    hidden_sizes: tuple[int, ...] = Field(default=(64, 64), min_length=1, max_length=8)
+    hidden_sizes: tuple[LayerWidth, ...] = Field(default=(64, 64), min_length=1, max_length=8)
     """Hidden layers of the agent networks (the QMIX agents and the central agents)."""
     rnn_hidden_size: int = Field(default=64, ge=1, le=4096)
     """Recurrent only: the GRU's hidden size."""

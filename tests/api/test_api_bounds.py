@@ -87,3 +87,27 @@ def test_the_schema_publishes_the_bounds(client: TestClient) -> None:
     assert "pattern" in param("/v1/experiments", "after")
     assert "pattern" in param("/v1/metrics", "experiment_ids")
     assert "pattern" in param("/v1/experiments/{experiment_id}/events", "kinds")
+
+
+def test_text_with_a_nul_character_is_422_not_a_database_error(
+    client: TestClient, example_spec: dict[str, Any], keys: dict[str, str], experiment_id: str
+) -> None:
+    # PostgreSQL's text and JSONB columns cannot hold U+0000: it must be refused before SQL.
+    named = client.post("/v1/experiments", json={**example_spec, "name": "a\x00b"})
+    kwargs = {**example_spec, "env": {**example_spec["env"], "kwargs": {"\x00": 1}}}
+    in_kwargs = client.post("/v1/experiments", json=kwargs)
+    metric = client.get(f"/v1/experiments/{experiment_id}/metrics", params={"names": "a\x00"})
+    key = client.post(
+        "/v1/projects/team-a/keys",
+        json={"name": "a\x00", "role": "viewer"},
+        headers={"authorization": f"Bearer {keys['admin']}"},
+    )
+
+    assert named.status_code == 422
+    assert named.json()["error"]["fields"] == [
+        {"field": "name", "reason": "must not contain the NUL character (U+0000)"}
+    ]
+    assert in_kwargs.status_code == 422
+    assert metric.status_code == 422
+    assert [f["field"] for f in metric.json()["error"]["fields"]] == ["names"]
+    assert key.status_code == 422

@@ -21,7 +21,7 @@ from learners.envs.base import EnvInfo
 from learners.envs.catalogue import env_ids, make_vec_env
 from learners.envs.shapes import EnvShape, env_shape
 from learners.registry import ActionKind, built_pairs, entries, entry
-from learners.spec import EnvSpec, ExperimentSpec, parse_spec
+from learners.spec import EnvSpec, ExperimentSpec, SpecError, parse_spec
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.json"))
 BUDGET = 4096  # MiB, Settings.run_memory_mb's default
@@ -128,11 +128,29 @@ def test_copies_times_agents() -> None:
     assert "at most 64 copies of simple_spread_v3 with 32 agents" in found["env.num_envs"]
 
 
-def test_total_steps_and_layer_widths() -> None:
-    found = refusals(spec_of(total_steps=200_000_000, hyperparameters={"hidden_sizes": [0, 64]}))
-    assert set(found) == {"total_steps", "hyperparameters.hidden_sizes"}
-    assert "at most 100,000,000 environment steps" in found["total_steps"]
-    assert "1 to 2,048 units" in found["hyperparameters.hidden_sizes"]
+def test_total_steps_and_layer_widths_are_bounded_by_the_spec_itself() -> None:
+    data = {
+        "name": "budget",
+        "algorithm": "maddpg",
+        "backend": "torch",
+        "env": {"suite": "mpe", "id": "simple_spread_v3", "kwargs": {"continuous_actions": True}},
+        "total_steps": 200_000_000,
+    }
+    with pytest.raises(SpecError) as too_long:
+        parse_spec(data)
+    assert [(e.field, "100000000" in e.reason) for e in too_long.value.errors] == [
+        ("total_steps", True)
+    ]
+    wide = {**data, "total_steps": 1000, "hyperparameters": {"hidden_sizes": [0, 64, 4096, True]}}
+    with pytest.raises(SpecError) as refused:
+        parse_spec(wide)
+    fields = {e.field: e.reason for e in refused.value.errors}
+    assert set(fields) == {
+        "hyperparameters.hidden_sizes.0",
+        "hyperparameters.hidden_sizes.2",
+        "hyperparameters.hidden_sizes.3",
+    }
+    assert "2048" in fields["hyperparameters.hidden_sizes.2"]
     assert refusals(spec_of(hyperparameters={"hidden_sizes": [2048]})) == {}
 
 

@@ -1,0 +1,82 @@
+"""The published spec schema says what the server enforces. Specs drawn from the schema itself (by
+schemathesis' generator, the one the fuzzer uses) are accepted, or refused only by the rules the
+schema's description lists as beyond any JSON Schema: rules between two fields and the per-run
+limits that depend on several fields (the memory estimate, agents over two arguments, copies times
+agents) or on the environment's own constructor."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import schemathesis
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.app import create_app
+from core.settings import Settings
+from core.storage import ArtifactStorage
+from tests.auth_support import bearer
+
+pytestmark = pytest.mark.integration
+
+# (field prefix, words of the reason) of every refusal a schema-valid spec may still get.
+BEYOND_THE_SCHEMA = [
+    ("hyperparameters.", "MARLFORGE_RUN_MEMORY_MB"),  # the memory estimate, named by its part
+    ("env.", "MARLFORGE_RUN_MEMORY_MB"),
+    ("backend", "MARLFORGE_RUN_MEMORY_MB"),
+    ("env.num_envs", "copies of"),  # copies times agents
+    ("env.kwargs.", "agents on"),  # agents counted over two arguments
+    ("env.kwargs", "refuses these arguments"),  # the scenario's own constructor
+    ("hyperparameters.minibatches", "cannot exceed rollout_length"),
+    ("hyperparameters.chunk_length", "cannot exceed rollout_length"),
+    ("hyperparameters.episode_buffer_size", "must hold at least episode_batch_size"),
+]
+
+
+@pytest.fixture
+def spacious(
+    settings: Settings,
+    session_factory: sessionmaker[Session],
+    storage: ArtifactStorage,
+    keys: dict[str, str],
+) -> Iterator[TestClient]:
+    """A member client on an app without practical quotas (the test submits many specs)."""
+    roomy = settings.model_copy(
+        update={"project_max_active_runs": 10**6, "project_submissions_per_minute": 10**6}
+    )
+    app = create_app(roomy, session_factory=session_factory, storage=storage)
+    with TestClient(app, headers=bearer(keys["member"])) as client:
+        yield client
+
+
+def test_specs_drawn_from_the_schema_are_refused_only_beyond_it(spacious: TestClient) -> None:
+    schema = schemathesis.openapi.from_dict(spacious.get("/openapi.json").json())
+    operation = schema["/v1/experiments"]["POST"]
+    outcomes: list[int] = []
+
+    @settings(
+        max_examples=60,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+        database=None,
+    )
+    @given(case=operation.as_strategy())
+    def submit(case: Any) -> None:
+        response = spacious.post("/v1/experiments", json=case.body)
+        outcomes.append(response.status_code)
+        if response.status_code == 201:
+            return
+        assert response.status_code == 422, response.text
+        for problem in response.json()["error"]["fields"]:
+            assert any(
+                problem["field"].startswith(prefix) and words in problem["reason"]
+                for prefix, words in BEYOND_THE_SCHEMA
+            ), (case.body, problem)
+
+    submit()
+    # The schema is not so loose that nearly everything drawn from it is refused.
+    assert outcomes.count(201) >= len(outcomes) // 2, outcomes
