@@ -15,11 +15,15 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.errors import ApiError, FieldProblem
+from api.security import MAX_BODY_BYTES
+from core.ids import is_id
 from core.queue import Dispatcher
 from core.settings import Settings
 from core.storage import ArtifactStorage
 
-MAX_BODY_BYTES = 1 << 20
+MAX_JSON_DEPTH = 32
+"""Arrays and objects nested deeper than this are refused: no spec needs more than a few levels,
+and Python's own recursion (the parser's, the validators') must never be what stops a request."""
 
 
 @dataclass(frozen=True)
@@ -52,16 +56,45 @@ async def json_body(request: Request) -> Any:
     if len(raw) > MAX_BODY_BYTES:
         raise ApiError(413, "too_large", f"the body is larger than {MAX_BODY_BYTES} bytes")
     try:
-        return json.loads(raw)
+        value = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         reason = "empty" if not raw.strip() else f"not valid JSON ({exc})"
-        raise ApiError(
-            400,
-            "invalid_json",
-            f"the request body is {reason}",
-            [FieldProblem(field="body", reason=reason)],
-        ) from None
+        raise _invalid(reason) from None
+    except RecursionError:
+        raise _invalid(f"nested more than {MAX_JSON_DEPTH} levels deep") from None
+    if _depth(value) > MAX_JSON_DEPTH:
+        raise _invalid(f"nested more than {MAX_JSON_DEPTH} levels deep")
+    return value
+
+
+def _invalid(reason: str) -> ApiError:
+    return ApiError(
+        400,
+        "invalid_json",
+        f"the request body is {reason}",
+        [FieldProblem(field="body", reason=reason)],
+    )
+
+
+def _depth(value: Any) -> int:
+    """How deeply arrays and objects nest in ``value`` (iteratively: no recursion to exhaust)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def checkpoint_id_param(checkpoint_id: str) -> str:
+    """A checkpoint id from the path; a malformed one is not found (and never reaches SQL)."""
+    if not is_id(checkpoint_id):
+        raise ApiError(404, "not_found", f"no checkpoint {checkpoint_id[:40]!r}")
+    return checkpoint_id
 
 
 SessionDep = Annotated[Session, Depends(get_session)]
+CheckpointId = Annotated[str, Depends(checkpoint_id_param)]
 ServicesDep = Annotated[Services, Depends(get_services)]

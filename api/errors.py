@@ -69,6 +69,7 @@ _SERVICE_STATUS: dict[type[ServiceError], int] = {
     BrokerUnavailable: 503,
 }
 _HTTP_CODES = {
+    400: "invalid_json",  # FastAPI's own: a body it could not parse
     404: "not_found",
     405: "method_not_allowed",
     413: "too_large",
@@ -132,13 +133,18 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     code = _HTTP_CODES.get(exc.status_code, "http_error")
     headers = {k.lower(): v for k, v in (exc.headers or {}).items()}
     message = str(exc.detail)
+    fields: list[FieldProblem] = []
+    if exc.status_code == 400:
+        # FastAPI's "There was an error parsing the body", said in the API's words.
+        message = "the request body is not valid JSON"
+        fields = [FieldProblem(field="body", reason="not valid JSON (or nested too deeply)")]
     if exc.status_code == 405:
         # Starlette's Allow names only the first route that matched the path; a path served by
         # several routes (GET and POST of /v1/experiments) must list every method.
         allowed = allowed_methods(request.app, request.url.path)
         headers["allow"] = ", ".join(allowed)
         message = f"{request.method} is not allowed here; allowed: {', '.join(allowed)}"
-    detail = ErrorDetail(code=code, message=message)
+    detail = ErrorDetail(code=code, message=message, fields=fields)
     return error_json(exc.status_code, detail, headers or None)
 
 

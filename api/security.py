@@ -8,6 +8,8 @@ same-origin writes.
 - A request with a body must say it is JSON (415 otherwise). An HTML form can only send
   ``text/plain``, ``application/x-www-form-urlencoded`` or ``multipart/form-data``, so no other
   web page can post a spec with a plain form.
+- A body larger than ``MAX_BODY_BYTES`` is refused (413) before the app reads it, whether it
+  declares its length or streams in chunks.
 - A state-changing request from another origin (``Origin`` or ``Sec-Fetch-Site`` says so) is
   refused (403), whatever credentials it carries.
 """
@@ -43,6 +45,7 @@ SECURITY_HEADERS: list[tuple[bytes, bytes]] = [
     (b"cross-origin-opener-policy", b"same-origin"),
 ]
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+MAX_BODY_BYTES = 1 << 20
 
 
 def same_origin(headers: Headers) -> bool:
@@ -65,6 +68,37 @@ def is_json(content_type: str) -> bool:
     return media == "application/json" or (
         media.startswith("application/") and media.endswith("+json")
     )
+
+
+async def _bounded_body(receive: Receive) -> tuple[Receive, ASGIApp | None]:
+    """Read the whole body (at most ``MAX_BODY_BYTES``) and hand it on; a 413 when it is larger."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break  # the client went away; the app sees the same
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            detail = ErrorDetail(
+                code="too_large", message=f"the body is larger than {MAX_BODY_BYTES} bytes"
+            )
+            return receive, error_json(413, detail)
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    body = b"".join(chunks)
+    delivered = False
+
+    async def replay() -> Message:
+        nonlocal delivered
+        if delivered:
+            return await receive()  # http.disconnect when the client leaves
+        delivered = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay, None
 
 
 def _has_body(headers: Headers) -> bool:
@@ -98,6 +132,8 @@ class BrowserSafety:
             await send(message)
 
         refusal = self._refusal(scope)
+        if refusal is None and scope["method"] in UNSAFE_METHODS:
+            receive, refusal = await _bounded_body(receive)
         if refusal is not None:
             await refusal(scope, receive, send_with_headers)
             return

@@ -9,7 +9,7 @@ from fastapi.responses import FileResponse
 from starlette.responses import MalformedRangeHeader, RangeNotSatisfiable
 
 from api.auth import ExperimentId, project_router
-from api.deps import ServicesDep, SessionDep
+from api.deps import CheckpointId, ServicesDep, SessionDep
 from api.errors import ApiError, error_responses
 from api.schemas import CheckpointList, CheckpointOut, MetricPage, MetricPointOut
 from core import experiments as service
@@ -80,7 +80,7 @@ def list_checkpoints(experiment_id: ExperimentId, session: SessionDep) -> Checkp
 )
 def download_checkpoint(
     experiment_id: ExperimentId,
-    checkpoint_id: str,
+    checkpoint_id: CheckpointId,
     request: Request,
     session: SessionDep,
     services: ServicesDep,

@@ -36,6 +36,8 @@ def index() -> FileResponse:
 
 @router.get("/static/{path:path}")
 def static_file(path: str) -> FileResponse:
+    if "\x00" in path:  # no file name holds NUL, and the file system calls refuse it
+        raise ApiError(404, "not_found", "no such static file")
     target = (STATIC_DIR / path).resolve()
     if not target.is_relative_to(STATIC_DIR) or not target.is_file():
         raise ApiError(404, "not_found", f"no static file {path!r}")

@@ -7,7 +7,7 @@ from fastapi.responses import FileResponse
 from starlette.concurrency import run_in_threadpool
 
 from api.auth import ExperimentId, project_router
-from api.deps import ServicesDep
+from api.deps import CheckpointId, ServicesDep
 from api.errors import ApiError, error_responses
 from api.replays import ReplayError, ReplayFailure, ReplayRenderer
 from core.models import Checkpoint
@@ -59,7 +59,10 @@ def _checkpoint(services: ServicesDep, experiment_id: str, checkpoint_id: str) -
     },
 )
 async def replay_gif(
-    experiment_id: ExperimentId, checkpoint_id: str, request: Request, services: ServicesDep
+    experiment_id: ExperimentId,
+    checkpoint_id: CheckpointId,
+    request: Request,
+    services: ServicesDep,
 ) -> FileResponse:
     row = await run_in_threadpool(_checkpoint, services, experiment_id, checkpoint_id)
     try:

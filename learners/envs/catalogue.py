@@ -107,7 +107,13 @@ def _type_error(value: Any, default: Any) -> str | None:
         ok, wanted = isinstance(value, dict), "an object"
     else:
         return None
-    return None if ok else f"must be {wanted}, got {value!r}"
+    return None if ok else f"must be {wanted}, got {_shown(value)}"
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """``value`` as a person reads it, cut short: a refusal never echoes a megabyte back."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def _kwarg_errors(suite: EnvSuite, env_id: str, kwargs: Mapping[str, Any]) -> list[FieldError]:
