@@ -46,6 +46,8 @@ def spec_json_schema(ref_template: str = "#/components/schemas/{model}") -> tupl
     """The spec's schema and the definitions it refers to (for ``components.schemas``)."""
     envelope = SpecEnvelope.model_json_schema(ref_template=ref_template)
     definitions: Schema = envelope.pop("$defs", {})
+    # The fields every variant shares, with their descriptions (the dashboard's form reads them).
+    definitions["SpecEnvelope"] = copy.deepcopy(envelope)
     variants = []
     for algo in entries():
         config = algo.config.model_json_schema(ref_template=ref_template)

@@ -247,3 +247,39 @@ def test_another_projects_run_cannot_be_opened_by_its_url(
     outsider.tab.wait_for_selector("[data-page=runs] table")
     assert theirs not in outsider.tab.content()
     assert "elsewhere" in outsider.tab.inner_text("#identity")
+
+
+def test_the_one_time_login_link_signs_in_once(
+    open_tab: Callable[[str | None], Page], stack_env: dict[str, str]
+) -> None:
+    # What `make up` prints: a link whose fragment holds a one-time token of the admin key.
+    from pathlib import Path
+
+    from sqlalchemy import create_engine
+    from sqlalchemy.orm import Session
+
+    from core import auth
+    from core.auth.tokens import server_secret
+    from core.enums import Role
+    from core.settings import Settings
+
+    settings = Settings(var_dir=Path(stack_env["MARLFORGE_VAR_DIR"]))
+    engine = create_engine(stack_env["MARLFORGE_DATABASE_URL"])
+    with Session(engine) as session:
+        project = auth.ensure_project(session, "default")
+        key = auth.create_key(session, server_secret(settings), project, Role.ADMIN, "local admin")
+        token = auth.create_login_token(session, server_secret(settings), key.key)
+        session.commit()
+    engine.dispose()
+
+    first = open_tab(None)
+    first.open(f"#login={token}")
+    first.tab.wait_for_selector("[data-page=runs] table")
+    assert "(admin)" in first.tab.inner_text("#identity")
+    assert token not in first.tab.url  # taken out of the address bar at once
+
+    again = open_tab(None)
+    again.open(f"#login={token}")
+    again.tab.wait_for_selector("form#signin")
+    assert "already used" in again.tab.inner_text("#signin-errors")
+    again.allow_errors("401")

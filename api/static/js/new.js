@@ -113,7 +113,7 @@ export async function mount(root) {
     return field(path, label, prop.description, ctl);
   }
 
-  const spec = schemas.ExperimentSpecInput.properties;
+  const spec = schemas.SpecEnvelope.properties;
   const envProps = schemas.EnvSpec.properties;
   const evalProps = schemas.EvaluationSpec.properties;
   const ckptProps = schemas.CheckpointSpec.properties;
