@@ -43,6 +43,17 @@ def _load_resume(path: Path, spec: ExperimentSpec, env: VecEnv) -> tuple[Tensors
     return tensors, manifest
 
 
+def _resume(ctx: RunContext, path: Path) -> None:
+    """Load the checkpoint at ``path`` into the learner and the runner's generator, and leave the
+    tensors and the runner's counters for the runner to take (``RunContext.take_resume``). A
+    function of its own so that ``train``'s frame holds no reference to the tensors: the run must
+    not keep the checkpoint (a replay buffer's worth) beside the buffer it restores."""
+    tensors, manifest = _load_resume(path, ctx.spec, ctx.env)
+    ctx.learner.load_state(tensors)
+    rng.restore(ctx.rng, tensors["rng/runner"])
+    ctx.step, ctx.resumed, ctx.resume = manifest.step, True, (tensors, manifest.runner)
+
+
 def _run_context(
     spec: ExperimentSpec, hooks: TrainingHooks, env: VecEnv, eval_env: VecEnv, device: str
 ) -> RunContext:
@@ -80,11 +91,8 @@ def train(spec: ExperimentSpec, hooks: TrainingHooks, *, resume_from: Path | Non
         eval_env = make_vec_env(spec.env, eval_seed, num_envs=eval_copies, workers=0)
         ctx = _run_context(spec, hooks, env, eval_env, device)
         if resume_from is not None:
-            tensors, manifest = _load_resume(Path(resume_from), spec, env)
-            ctx.learner.load_state(tensors)
-            rng.restore(ctx.rng, tensors["rng/runner"])
-            ctx.step, ctx.resume = manifest.step, (tensors, manifest)
-            hooks.log("info", f"resuming from the checkpoint at step {manifest.step}")
+            _resume(ctx, Path(resume_from))
+            hooks.log("info", f"resuming from the checkpoint at step {ctx.step}")
         hooks.log(
             "info",
             f"training {spec.algorithm} ({spec.backend}, {device}) on {spec.env.suite} "

@@ -1,10 +1,10 @@
 """The runner boundary: what ``learners.training.train`` hands a runner, and the chores they share.
 
 ``train`` builds a ``RunContext`` (spec, config, envs, learner, hooks, device, the runner's random
-generator, the step to start from and, when resuming, the checkpoint's tensors and manifest) and
-calls ``learners.runners.<kind>.run(ctx)``. A runner owns its loop and its own state (a replay
-buffer, a rollout); after each iteration it calls ``Loop.tick`` which does the periodic work every
-runner shares: reporting metrics and progress, evaluating, checkpointing, and honouring
+generator, the step to start from and, when resuming, the checkpoint's tensors and the runner's
+counters) and calls ``learners.runners.<kind>.run(ctx)``. A runner owns its loop and its own state
+(a replay buffer, a rollout); after each iteration it calls ``Loop.tick`` which does the periodic
+work every runner shares: reporting metrics and progress, evaluating, checkpointing, and honouring
 ``should_stop``. ``Loop.finish`` does the end-of-run work once.
 
 Reported metrics: ``train/episode_return`` (the mean over agents of each agent's undiscounted
@@ -57,16 +57,19 @@ class RunContext:
     """The runner's own random draws (warm-up actions, sampling); saved as ``rng/runner``."""
     step: int = 0
     """Env steps taken so far, over all copies (the run's x axis; a resumed run continues it)."""
-    resume: tuple[Tensors, Manifest] | None = None
-    """The checkpoint a resumed run starts from; its learner state is already loaded."""
+    resumed: bool = False
+    """Whether the run continues a checkpoint (the one taken at ``step``)."""
+    resume: tuple[Tensors, dict[str, Any]] | None = None
+    """A resumed run's checkpoint tensors and runner counters, until the runner takes them with
+    ``take_resume``; the learner's state and ``rng`` are already loaded from them."""
 
-    @property
-    def runner_resume(self) -> tuple[Tensors, dict[str, Any]] | None:
-        """The checkpoint's tensors and runner counters, when resuming."""
-        if self.resume is None:
-            return None
-        tensors, manifest = self.resume
-        return tensors, manifest.runner
+    def take_resume(self) -> tuple[Tensors, dict[str, Any]] | None:
+        """The checkpoint's tensors and the runner's counters when resuming, once: the context
+        lets go of them, so that a run does not hold its checkpoint (its replay buffer's rows
+        included) beside the buffer it loaded them into. Whatever consumes them copies what it
+        keeps (the buffers' ``load_state``, the backends' module and optimiser loads)."""
+        resume, self.resume = self.resume, None
+        return resume
 
 
 class Every:
@@ -195,7 +198,7 @@ class Loop:
         self._eval = Every(ctx.spec.evaluation.every_steps, ctx.step)
         self._checkpoint = Every(ctx.spec.checkpoint.every_steps, ctx.step)
         self._last_eval: int | None = None
-        self._last_checkpoint = ctx.step if ctx.resume is not None else None
+        self._last_checkpoint = ctx.step if ctx.resumed else None
         self.stopped = False
 
     @property

@@ -149,7 +149,7 @@ class OffPolicyRunner:
         self.update_debt = 0.0
         self.updates = 0
         episode_index = None
-        if (resume := ctx.runner_resume) is not None:
+        if (resume := ctx.take_resume()) is not None:
             tensors, counters = resume
             self.buffer.load_state(tensors)
             self.update_debt = float(counters["update_debt"])

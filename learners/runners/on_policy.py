@@ -68,7 +68,7 @@ class OnPolicyRunner:
         self.hidden_size = self.config.rnn_hidden_size if self.config.recurrent else None
         self.buffer = RolloutBuffer(ctx.env.info, self.config.rollout_length, self.hidden_size)
         episode_index = None
-        if (resume := ctx.runner_resume) is not None:
+        if (resume := ctx.take_resume()) is not None:
             episode_index = np.asarray(resume[1]["episode_index"], np.int64)
         self.obs = ctx.env.reset(episode_index=episode_index)
         self.memory = self.learner.initial_memory(ctx.env.info.num_envs)
