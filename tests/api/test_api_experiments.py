@@ -236,5 +236,5 @@ def test_a_spec_that_would_hurt_its_worker_is_refused_and_stores_nothing(
     (problem,) = greedy.json()["error"]["fields"]
     assert problem["field"] == "hyperparameters.buffer_size"
     assert "MARLFORGE_RUN_MEMORY_MB" in problem["reason"]
-    assert session.scalars(select(Experiment)).all() == []
+    assert client.get("/v1/experiments").json()["items"] == []
     assert queued_messages() == []

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from core.models import Experiment
+from core.models import Experiment, Project
 from tests.auth_support import bearer
 
 pytestmark = pytest.mark.integration
@@ -21,7 +21,14 @@ TRAVERSALS = ["..%2F..%2Fetc%2Fpasswd", "%2e%2e%2f%2e%2e%2fapi%2fapp.py", "%2E%2
 
 
 def _count(session: Session) -> int:
-    return int(session.scalar(select(func.count()).select_from(Experiment)) or 0)
+    """The experiments of the test's project (the database holds other tests' runs too)."""
+    query = (
+        select(func.count())
+        .select_from(Experiment)
+        .join(Project, Project.id == Experiment.project_id)
+        .where(Project.name == "team-a")
+    )
+    return int(session.scalar(query) or 0)
 
 
 @pytest.mark.parametrize("piece", TRAVERSALS)

@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
-from core.models import Experiment
+from core.models import Experiment, Project
 from core.settings import Settings
 from core.storage import ArtifactStorage
 from tests.auth_support import bearer
@@ -39,7 +39,14 @@ def limited(
 
 
 def _count(session: Session) -> int:
-    return int(session.scalar(select(func.count()).select_from(Experiment)) or 0)
+    """The experiments of project team-a (the database holds other tests' runs too)."""
+    query = (
+        select(func.count())
+        .select_from(Experiment)
+        .join(Project, Project.id == Experiment.project_id)
+        .where(Project.name == "team-a")
+    )
+    return int(session.scalar(query) or 0)
 
 
 def test_active_runs_are_capped_per_project(
