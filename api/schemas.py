@@ -46,6 +46,9 @@ class ExperimentOut(BaseModel):
     )
     spec: dict[str, Any] = Field(description="The full spec, every default filled in.")
     attempts: int = Field(description="How many times a worker has started this run.")
+    created_by_key_id: str | None = Field(
+        description="The key that submitted it (null for runs from before keys existed)."
+    )
     created_at: dt.datetime
     updated_at: dt.datetime
     started_at: dt.datetime | None = Field(description="When a worker first started the run.")
@@ -66,6 +69,7 @@ class ExperimentOut(BaseModel):
             latest_metrics={k: LatestMetric(**v) for k, v in (row.latest_metrics or {}).items()},
             spec=row.spec,
             attempts=row.attempts,
+            created_by_key_id=row.created_by_key_id,
             created_at=row.created_at,
             updated_at=row.updated_at,
             started_at=row.started_at,

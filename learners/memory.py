@@ -32,7 +32,8 @@ after the fit, and MindSpore's runtime was raised from 700 to 1,000 for them (it
 | DDPG, HalfCheetah, 2048x2048 networks      | 701 / 745   | 1037 / 1132 | 1415 / 1821 |
 
 Not counted: a GPU's memory, and the host memory a CUDA context maps (some hundreds of MiB more
-on a worker with a GPU); a resumed run's copy of its checkpoint (buffer included).
+on a worker with a GPU); while a resumed run loads its checkpoint, the checkpoint's copy (buffer
+included), which the run lets go of once it is loaded.
 """
 
 from __future__ import annotations

@@ -248,6 +248,7 @@ def test_submit_cancel_and_resume_record_the_key_that_asked(
 
     row = session.get(Experiment, created["id"])
     assert row is not None and row.created_by_key_id == member_id
+    assert created["created_by_key_id"] == member_id
     timeline = client.get(f"/v1/experiments/{created['id']}/timeline").json()["items"]
     assert [(t["to_status"], t["actor_key_id"]) for t in timeline] == [
         ("queued", member_id),
