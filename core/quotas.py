@@ -25,7 +25,13 @@ from learners.budget import Assessment, assess
 from learners.memory import MemoryEstimate
 from learners.spec import ExperimentSpec, SpecError
 
-BUDGET_VARIABLE = f"{Settings.model_config.get('env_prefix', '')}RUN_MEMORY_MB"
+
+def _variable(field: str) -> str:
+    """The environment variable that sets ``Settings.<field>``, for a refusal's reason."""
+    return f"{Settings.model_config.get('env_prefix', '')}{field.upper()}"
+
+
+BUDGET_VARIABLE = _variable("run_memory_mb")
 """The environment variable that sets the per-run budget, for the refusal's reason."""
 
 
@@ -86,7 +92,3 @@ def check_project_limits(session: Session, project_id: str, settings: Settings) 
             f"{settings.project_submissions_per_minute}); retry in {retry_after} s",
             retry_after_s=retry_after,
         )
-
-
-def _variable(field: str) -> str:
-    return f"{Settings.model_config.get('env_prefix', '')}{field.upper()}"

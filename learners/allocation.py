@@ -226,6 +226,4 @@ def plan(
         return _wqmix_plan(config, shape, num_envs)
     if isinstance(config, PPOConfig):
         return _ppo_plan(config, shape, num_envs, copies_broadcast)
-    raise NotImplementedError(
-        f"learners.allocation has no plan for {type(config).__name__}: add one"
-    )
+    raise TypeError(f"learners.allocation has no plan for {type(config).__name__}: add one")

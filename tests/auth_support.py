@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from core import auth
 from core.auth.tokens import server_secret
 from core.enums import Role
+from core.models import Experiment, Project
 from core.settings import Settings
 
 DEFAULT_PROJECT = "default"
@@ -30,6 +32,17 @@ def new_key(
         )
         session.commit()
     return created.token
+
+
+def experiment_count(session: Session, project: str) -> int:
+    """How many experiments ``project`` has (the session database holds other tests' runs too)."""
+    query = (
+        select(func.count())
+        .select_from(Experiment)
+        .join(Project, Project.id == Experiment.project_id)
+        .where(Project.name == project)
+    )
+    return int(session.scalar(query) or 0)
 
 
 def bearer(token: str) -> dict[str, str]:

@@ -89,6 +89,30 @@ def anonymous(
 
 
 @pytest.fixture
+def member_client_with(
+    settings: Settings,
+    session_factory: sessionmaker[Session],
+    storage: ArtifactStorage,
+    keys: dict[str, str],
+) -> Iterator[Callable[..., TestClient]]:
+    """Makes member clients of team-a on apps whose settings differ by the given fields (the
+    quotas, say), wired to the test's transaction like ``client``."""
+    contexts: list[TestClient] = []
+
+    def make(**changes: Any) -> TestClient:
+        app = create_app(
+            settings.model_copy(update=changes), session_factory=session_factory, storage=storage
+        )
+        made = TestClient(app, headers=bearer(keys["member"]))
+        contexts.append(made)
+        return made.__enter__()
+
+    yield make
+    for made in contexts:
+        made.__exit__(None, None, None)
+
+
+@pytest.fixture
 def client(anonymous: TestClient, keys: dict[str, str]) -> TestClient:
     """The same client, sending a ``member`` key of ``team-a`` on every request."""
     anonymous.headers.update(bearer(keys["member"]))

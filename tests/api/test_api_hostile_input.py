@@ -8,11 +8,9 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from core.models import Experiment, Project
-from tests.auth_support import bearer
+from tests.auth_support import bearer, experiment_count
 
 pytestmark = pytest.mark.integration
 
@@ -21,14 +19,7 @@ TRAVERSALS = ["..%2F..%2Fetc%2Fpasswd", "%2e%2e%2f%2e%2e%2fapi%2fapp.py", "%2E%2
 
 
 def _count(session: Session) -> int:
-    """The experiments of the test's project (the database holds other tests' runs too)."""
-    query = (
-        select(func.count())
-        .select_from(Experiment)
-        .join(Project, Project.id == Experiment.project_id)
-        .where(Project.name == "team-a")
-    )
-    return int(session.scalar(query) or 0)
+    return experiment_count(session, "team-a")
 
 
 @pytest.mark.parametrize("piece", TRAVERSALS)

@@ -4,49 +4,27 @@ and nothing is stored."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
-from api.app import create_app
-from core.models import Experiment, Project
-from core.settings import Settings
-from core.storage import ArtifactStorage
-from tests.auth_support import bearer
+from tests.auth_support import bearer, experiment_count
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def limited(
-    settings: Settings,
-    session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
-    keys: dict[str, str],
-) -> Iterator[TestClient]:
+def limited(member_client_with: Callable[..., TestClient]) -> TestClient:
     """A member client of team-a on an app whose projects may have 2 active runs and submit 3 a
     minute."""
-    tight = settings.model_copy(
-        update={"project_max_active_runs": 2, "project_submissions_per_minute": 3}
-    )
-    app = create_app(tight, session_factory=session_factory, storage=storage)
-    with TestClient(app, headers=bearer(keys["member"])) as client:
-        yield client
+    return member_client_with(project_max_active_runs=2, project_submissions_per_minute=3)
 
 
 def _count(session: Session) -> int:
-    """The experiments of project team-a (the database holds other tests' runs too)."""
-    query = (
-        select(func.count())
-        .select_from(Experiment)
-        .join(Project, Project.id == Experiment.project_id)
-        .where(Project.name == "team-a")
-    )
-    return int(session.scalar(query) or 0)
+    return experiment_count(session, "team-a")
 
 
 def test_active_runs_are_capped_per_project(

@@ -6,19 +6,13 @@ agents) or on the environment's own constructor."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import schemathesis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
-from sqlalchemy.orm import Session, sessionmaker
-
-from api.app import create_app
-from core.settings import Settings
-from core.storage import ArtifactStorage
-from tests.auth_support import bearer
 
 pytestmark = pytest.mark.integration
 
@@ -37,19 +31,9 @@ BEYOND_THE_SCHEMA = [
 
 
 @pytest.fixture
-def spacious(
-    settings: Settings,
-    session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
-    keys: dict[str, str],
-) -> Iterator[TestClient]:
+def spacious(member_client_with: Callable[..., TestClient]) -> TestClient:
     """A member client on an app without practical quotas (the test submits many specs)."""
-    roomy = settings.model_copy(
-        update={"project_max_active_runs": 10**6, "project_submissions_per_minute": 10**6}
-    )
-    app = create_app(roomy, session_factory=session_factory, storage=storage)
-    with TestClient(app, headers=bearer(keys["member"])) as client:
-        yield client
+    return member_client_with(project_max_active_runs=10**6, project_submissions_per_minute=10**6)
 
 
 def test_specs_drawn_from_the_schema_are_refused_only_beyond_it(spacious: TestClient) -> None:
