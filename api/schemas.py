@@ -7,7 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from core.db import utcnow
 from core.enums import ExperimentStatus
+from core.leases import max_restarts_of
 from core.models import Checkpoint, Experiment, MetricPointRow
 from learners.enums import Algorithm, Backend
 
@@ -25,6 +27,42 @@ class LatestMetric(BaseModel):
 
     step: int = Field(description="The step it was reported at.")
     value: float | None = Field(description="The value; null when it was not finite (NaN, inf).")
+
+
+class WorkerOut(BaseModel):
+    """The worker that holds (or last held) the run, and how its lease stands."""
+
+    id: str = Field(description="The worker's name (`MARLFORGE_WORKER_NAME`, or `<host>-<pid>`).")
+    heartbeat_at: dt.datetime | None = Field(description="When it last renewed its lease.")
+    lease_expires_at: dt.datetime | None = Field(
+        description="When its hold lapses unless renewed; null once the run left the worker."
+    )
+    lease: str = Field(
+        description="`held`: the worker renews its lease; `silent`: no renewal for a quarter of "
+        "the lease or more (a worker stuck or cut off); `lapsed`: the lease ran out and the run "
+        "is about to be restarted (or failed, or cancelled); `released`: the run has left it."
+    )
+
+    @classmethod
+    def of(cls, row: Experiment, now: dt.datetime) -> WorkerOut | None:
+        """The worker part of a row (None when no worker ever held it)."""
+        if row.worker_id is None:
+            return None
+        return cls(
+            id=row.worker_id,
+            heartbeat_at=row.heartbeat_at,
+            lease_expires_at=row.lease_expires_at,
+            lease=_lease_state(row, now),
+        )
+
+
+def _lease_state(row: Experiment, now: dt.datetime) -> str:
+    expires, beat = row.lease_expires_at, row.heartbeat_at
+    if expires is None or beat is None:
+        return "released"
+    if expires <= now:
+        return "lapsed"
+    return "silent" if now - beat > (expires - beat) / 4 else "held"
 
 
 class ExperimentOut(BaseModel):
@@ -46,6 +84,21 @@ class ExperimentOut(BaseModel):
     )
     spec: dict[str, Any] = Field(description="The full spec, every default filled in.")
     attempts: int = Field(description="How many times a worker has started this run.")
+    restarts: int = Field(
+        description="How many times the run was restarted from its latest checkpoint after its "
+        "worker was lost."
+    )
+    max_restarts: int = Field(
+        description="The spec's `max_restarts`: one more lost worker than this fails the run."
+    )
+    worker: WorkerOut | None = Field(
+        description="The worker holding the run (or the last one); null before it first started."
+    )
+    queue_position: int | None = Field(
+        default=None,
+        description="A queued run's place among its backend's queued runs (1: taken next), in "
+        "the responses about one experiment; null in lists and in other statuses.",
+    )
     created_by_key_id: str | None = Field(
         description="The key that submitted it (null for runs from before keys existed)."
     )
@@ -55,7 +108,7 @@ class ExperimentOut(BaseModel):
     finished_at: dt.datetime | None = Field(description="When it reached its final status.")
 
     @classmethod
-    def of(cls, row: Experiment) -> ExperimentOut:
+    def of(cls, row: Experiment, queue_position: int | None = None) -> ExperimentOut:
         """The response for a database row."""
         fraction = min(1.0, row.step / row.total_steps) if row.total_steps else 0.0
         return cls(
@@ -69,6 +122,10 @@ class ExperimentOut(BaseModel):
             latest_metrics={k: LatestMetric(**v) for k, v in (row.latest_metrics or {}).items()},
             spec=row.spec,
             attempts=row.attempts,
+            restarts=row.restarts,
+            max_restarts=max_restarts_of(row),
+            worker=WorkerOut.of(row, utcnow()),
+            queue_position=queue_position,
             created_by_key_id=row.created_by_key_id,
             created_at=row.created_at,
             updated_at=row.updated_at,

@@ -4,9 +4,10 @@
 - ``marlforge api``: serve the HTTP API (uvicorn).
 - ``marlforge worker [--backend B ...]``: a Celery worker on the backends' queues (all by default).
 - ``marlforge up``: the laptop mode: migrate, then run the API and one worker for every backend as
-  child processes until Ctrl-C or SIGTERM, which stops both (the worker checkpoints its run first
-  and puts it back in the queue, so the next ``up`` continues it). It prints a one-time URL that
-  signs the dashboard in as the local admin key (kept in ``<var>/admin.key``).
+  child processes (``core.localstack``: a child that dies is started again, and a dead worker's
+  runs resume on the new one) until Ctrl-C or SIGTERM, which stops both (the worker checkpoints
+  its run first and puts it back in the queue, so the next ``up`` continues it). It prints a
+  one-time URL that signs the dashboard in as the local admin key (kept in ``<var>/admin.key``).
 - ``marlforge keys create --project NAME --role ROLE [--name LABEL]``, ``keys list [--project]``,
   ``keys revoke ID``: manage API keys (``create`` prints the new key alone on its last line).
 
@@ -21,7 +22,6 @@ import importlib
 import logging
 import os
 import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Sequence
@@ -29,6 +29,7 @@ from types import FrameType
 
 from core.auth import cli as keys_cli
 from core.enums import Role
+from core.localstack import LocalStack
 from core.settings import Settings, get_settings
 from learners.enums import Backend
 
@@ -52,20 +53,36 @@ def cmd_migrate(settings: Settings, revision: str) -> int:
 
 
 def cmd_api(settings: Settings, host: str, port: int) -> int:
-    """Serve the API in this process until SIGINT/SIGTERM."""
+    """Serve the API in this process until SIGINT/SIGTERM, and reap lapsed leases beside it
+    (``core.leases``: a run whose worker was lost is restarted from its latest checkpoint)."""
     import uvicorn
 
-    uvicorn.run(
-        "api.app:create_app",
-        factory=True,
-        host=host,
-        port=port,
-        log_level=settings.log_level.lower(),
-        access_log=False,
-        # Event streams never end by themselves: on shutdown, give other requests this long, then
-        # close the streams (their clients reconnect elsewhere with Last-Event-ID).
-        timeout_graceful_shutdown=10,
-    )
+    from core.db import make_engine, make_session_factory
+    from core.leases import Reaper
+    from core.queue import CeleryDispatcher
+
+    engine = make_engine(settings.database_url)
+    reaper = Reaper(
+        make_session_factory(engine),
+        CeleryDispatcher(settings),
+        settings.lease_ttl_s,
+        settings.reaper_interval_s,
+    ).start()
+    try:
+        uvicorn.run(
+            "api.app:create_app",
+            factory=True,
+            host=host,
+            port=port,
+            log_level=settings.log_level.lower(),
+            access_log=False,
+            # Event streams never end by themselves: on shutdown, give other requests this long,
+            # then close the streams (their clients reconnect elsewhere with Last-Event-ID).
+            timeout_graceful_shutdown=10,
+        )
+    finally:
+        reaper.stop()
+        engine.dispose()
     return 0
 
 
@@ -107,11 +124,8 @@ def cmd_up(settings: Settings, host: str, port: int) -> int:
     if settings.uses_embedded_broker:
         _requeue_orphans(settings)
     login_url = keys_cli.local_login_url(settings, host, port)
-    env = {**os.environ, "MARLFORGE_VAR_DIR": str(settings.var_dir)}
-    children = {
-        "api": _spawn(["api", "--host", host, "--port", str(port)], env),
-        "worker": _spawn(["worker"], env),
-    }
+    stack = LocalStack(settings, host, port)
+    stack.start()
     log.info("MARLForge is up: API on http://%s:%d (Ctrl-C stops it)", host, port)
     # Printed, not logged: the URL signs a browser in once (as Jupyter's token URL does).
     print(f"Open the dashboard, signed in as the local admin:\n    {login_url}", flush=True)
@@ -123,14 +137,8 @@ def cmd_up(settings: Settings, host: str, port: int) -> int:
 
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
-    exit_code = 0
-    while not stop.wait(0.5):
-        dead = [name for name, child in children.items() if child.poll() is not None]
-        if dead:
-            log.error("%s exited unexpectedly; stopping the rest", ", ".join(dead))
-            exit_code = 1
-            break
-    if not _stop_children(children, settings.shutdown_grace_s):
+    exit_code = stack.watch(stop)
+    if not stack.stop():
         exit_code = 1
     return exit_code
 
@@ -148,52 +156,6 @@ def _requeue_orphans(settings: Settings) -> None:
         engine.dispose()
     if requeued:
         log.info("requeued %d run(s) interrupted by the last shutdown", len(requeued))
-
-
-def _spawn(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-    # A new session keeps the terminal's Ctrl-C away from the children: this process decides how
-    # they stop. PR_SET_PDEATHSIG makes them stop too if this process is killed outright.
-    return subprocess.Popen(
-        [sys.executable, "-m", "core.cli", *args],
-        env=env,
-        start_new_session=True,
-        preexec_fn=_die_with_parent,
-    )
-
-
-def _die_with_parent() -> None:
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
-def _stop_children(children: dict[str, subprocess.Popen[bytes]], grace_s: float) -> bool:
-    """SIGTERM every child and kill those still running after ``grace_s``.
-
-    Returns True when every child stopped cleanly.
-    """
-    for child in children.values():
-        if child.poll() is None:
-            child.send_signal(signal.SIGTERM)
-    clean = True
-    for name, child in children.items():
-        try:
-            child.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            log.warning("%s did not stop within %.0f s; killing it", name, grace_s)
-            child.kill()
-            child.wait()
-        # uvicorn re-raises the SIGTERM it handled once it has shut down gracefully.
-        stopped_cleanly = child.returncode in (0, -signal.SIGTERM)
-        clean = clean and stopped_cleanly
-        log.info(
-            "%s stopped %s",
-            name,
-            "cleanly" if stopped_cleanly else f"with exit code {child.returncode}",
-        )
-    return clean
 
 
 def _redact(url: str) -> str:

@@ -19,6 +19,7 @@ from core.lifecycle import transition
 from core.models import Experiment
 from core.queue import Dispatcher
 from core.repositories import CheckpointRepository, EventRepository, ExperimentRepository
+from core.repositories.leases import LeaseRepository
 from learners.spec import ExperimentSpec
 
 log = logging.getLogger(__name__)
@@ -74,8 +75,15 @@ def submit(
         experiment.id, None, S.QUEUED, reason, actor.key_id if actor is not None else None
     )
     session.commit()
-    _dispatch(session, dispatcher, experiment)
+    dispatch(session, dispatcher, experiment)
     return experiment
+
+
+def queue_position(session: Session, experiment: Experiment) -> int | None:
+    """A queued experiment's place in its backend's queue (1: next), else None."""
+    if experiment.status != S.QUEUED:
+        return None
+    return LeaseRepository(session).queue_position(experiment)
 
 
 def cancel(session: Session, experiment_id: str, actor: Actor | None = None) -> Experiment:
@@ -123,7 +131,7 @@ def resume(
         )
     session.commit()
     experiment = get(session, experiment_id)
-    _dispatch(session, dispatcher, experiment)
+    dispatch(session, dispatcher, experiment)
     return experiment
 
 
@@ -137,19 +145,22 @@ def requeue_orphans(session: Session, dispatcher: Dispatcher) -> list[str]:
     for experiment_id in experiments.ids_with_status([S.CANCELLING]):
         reason = "cancelled while the local worker was down"
         transition(
-            session, experiment_id, [S.CANCELLING], S.CANCELLED, reason, finished_at=utcnow()
-        )
+            session, experiment_id, [S.CANCELLING], S.CANCELLED, reason,
+            finished_at=utcnow(), lease_expires_at=None,
+        )  # fmt: skip
     orphans = experiments.ids_with_status([S.RUNNING])
     for experiment_id in orphans:
         reason = "the local worker stopped during the run; it continues from its latest checkpoint"
-        transition(session, experiment_id, [S.RUNNING], S.QUEUED, reason)
+        transition(session, experiment_id, [S.RUNNING], S.QUEUED, reason, lease_expires_at=None)
     session.commit()
     for experiment_id in orphans:
-        _dispatch(session, dispatcher, get(session, experiment_id))
+        dispatch(session, dispatcher, get(session, experiment_id))
     return orphans
 
 
-def _dispatch(session: Session, dispatcher: Dispatcher, experiment: Experiment) -> None:
+def dispatch(session: Session, dispatcher: Dispatcher, experiment: Experiment) -> None:
+    """Queue the (committed, ``queued``) experiment's run; a broker that refuses fails the run
+    with the reason, and BrokerUnavailable tells the caller."""
     try:
         dispatcher.enqueue(experiment.id, experiment.backend)
     except Exception as exc:  # kombu raises several types; all mean the job was not queued

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from sqlalchemy import ColumnElement
 from sqlalchemy.orm import Session
 
 from core.enums import ExperimentStatus
@@ -23,17 +24,19 @@ def transition(
     reason: str | None,
     *,
     actor: str | None = None,
+    condition: ColumnElement[bool] | None = None,
     **values: Any,
 ) -> ExperimentStatus | None:
     """Move the experiment to ``to`` if its status is one of ``expected``.
 
     Returns the status it moved from, or None when it was in none of them (or does not exist).
-    ``values`` are further columns to set in the same UPDATE; ``actor`` is the id of the key whose
-    request made the change (the timeline keeps it). The caller commits.
+    ``values`` are further columns to set in the same UPDATE; ``condition`` a further condition of
+    that UPDATE (a lease that must have lapsed); ``actor`` is the id of the key whose request made
+    the change (the timeline keeps it). The caller commits.
     """
     experiments = ExperimentRepository(session)
     for source in expected:
-        if experiments.change_status(experiment_id, source, to, reason, values):
+        if experiments.change_status(experiment_id, source, to, reason, values, condition):
             EventRepository(session).add_transition(experiment_id, source, to, reason, actor)
             return source
     return None

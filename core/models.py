@@ -3,7 +3,8 @@
 - ``projects``: the owners of experiments; every key belongs to one.
 - ``api_keys``: a project's keys, each with a role, stored only as a keyed hash.
 - ``auth_sessions``: dashboard sign-ins (cookie sessions) and one-time login tokens of a key.
-- ``experiments``: one row per submitted spec, its project, status and progress.
+- ``experiments``: one row per submitted spec, its project, status and progress, and the lease of
+  the worker that runs it.
 - ``metric_points``: every scalar a run reported, unique per (experiment, name, step).
 - ``checkpoints``: the files a run saved, with their size and sha256.
 - ``status_transitions``: every status change with its time and reason (the status timeline).
@@ -123,6 +124,14 @@ class Experiment(Base):
     total_steps: Mapped[int] = mapped_column(BigInteger)
     latest_metrics: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
+    restarts: Mapped[int] = mapped_column(Integer, default=0)
+    """How many times the run was queued again after its worker was lost (``core.leases``)."""
+    worker_id: Mapped[str | None] = mapped_column(String(200))
+    """The worker that holds (or last held) the run."""
+    heartbeat_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
+    """When that worker last renewed its lease."""
+    lease_expires_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime(), index=True)
+    """When the hold lapses unless renewed; NULL when no worker holds the run."""
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
     started_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())

@@ -52,6 +52,14 @@ class Settings(BaseSettings):
     timeout is set above it so a long run is never handed to a second worker."""
     poll_interval_s: float = Field(default=1.0, gt=0, le=60)
     """How often a running job flushes progress and metrics and re-reads its status (cancel)."""
+    lease_ttl_s: float = Field(default=60.0, ge=2, le=3600)
+    """How long a running job's lease lasts without a renewal (its worker renews it every poll
+    interval). A run whose lease lapsed has lost its worker and is restarted from its latest
+    checkpoint (``max_restarts`` in its spec)."""
+    reaper_interval_s: float = Field(default=10.0, gt=0, le=600)
+    """How often the API looks for runs whose lease lapsed."""
+    worker_name: str = Field(default="", max_length=200)
+    """The worker's identity in leases and in the API (``worker_id``); empty: ``<host>-<pid>``."""
     shutdown_grace_s: float = Field(default=90.0, gt=0)
     """``marlforge up``: how long to wait for the API and worker to stop before killing them."""
     log_level: str = "INFO"
@@ -70,6 +78,11 @@ class Settings(BaseSettings):
     def _check_queue_prefix(self) -> Settings:
         if any(c.isspace() or c == "," for c in self.queue_prefix):
             raise ValueError("queue_prefix may not contain whitespace or commas")
+        if self.lease_ttl_s < 3 * self.poll_interval_s:
+            raise ValueError(
+                "lease_ttl_s must be at least three poll intervals (poll_interval_s), or a slow "
+                "renewal would look like a lost worker"
+            )
         return self
 
     @model_validator(mode="before")

@@ -120,6 +120,9 @@ class SpecEnvelope(BaseModel):
     """Periodic evaluation."""
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
     """Periodic checkpoints."""
+    max_restarts: int = Field(default=3, ge=0, le=100)
+    """How many times the run is restarted from its latest checkpoint after losing its worker (a
+    killed or preempted machine); one more loss fails it. ``0`` fails it at the first loss."""
 
 
 class ExperimentSpec(SpecEnvelope):

@@ -61,8 +61,12 @@ class DatabaseHooks:
         poll_interval_s: float,
         time_limit_s: float,
         shutdown_requested: Callable[[], bool] = lambda: False,
+        worker_id: str | None = None,
     ) -> None:
+        """``worker_id``: the worker whose lease the run holds; every write is conditional on
+        still holding it. None only where the hooks are driven by hand (tests, benchmarks)."""
         self.experiment_id = experiment_id
+        self.worker_id = worker_id
         self.session_factory = session_factory
         self.storage = storage
         self.keep_last = keep_last
@@ -96,6 +100,8 @@ class DatabaseHooks:
     def checkpoint(self, step: int, write: Callable[[Path], None]) -> None:
         self.step = max(self.step, int(step))
         self.flush()
+        if self.stop_cause == StopCause.LOST:
+            return  # the run is another worker's now: its checkpoints are its own
         stored = self.storage.write_checkpoint(self.experiment_id, int(step), write)
         with self.session_factory() as session:
             checkpoints = CheckpointRepository(session)
@@ -152,8 +158,14 @@ class DatabaseHooks:
         with self.session_factory() as session:
             events = EventRepository(session)
             experiments = ExperimentRepository(session)
+            # Read first, the row locked until the commit: a run taken over by another worker
+            # (or ended) gets nothing more from this one, so no step is ever written twice.
+            status, holder = experiments.holder(self.experiment_id)
+            if not self._holds(status, holder):
+                session.rollback()
+                self._lost()
+                return
             latest = self._write_metrics(session, metrics)
-            # Written on every flush: ``updated_at`` doubles as the run's heartbeat.
             experiments.set_progress(self.experiment_id, self.step, latest)
             if self.step != self._written_step:
                 events.add(
@@ -163,7 +175,6 @@ class DatabaseHooks:
                 )
             for entry in logs:
                 events.add(self.experiment_id, EventKind.LOG, entry)
-            status = experiments.status_of(self.experiment_id)
             session.commit()
         self._written_step = self.step
         self._notice(status)
@@ -189,11 +200,23 @@ class DatabaseHooks:
         )
         return latest
 
+    def _holds(self, status: ExperimentStatus | None, holder: str | None) -> bool:
+        if self.worker_id is None:
+            return status is not None  # driven by hand (a test, a benchmark): no lease to hold
+        held = status in (ExperimentStatus.RUNNING, ExperimentStatus.CANCELLING)
+        return held and holder == self.worker_id
+
+    def _lost(self) -> None:
+        # Deleted, moved on by someone else, or taken over by another worker: this run no
+        # longer owns the experiment, and what it had not written yet is dropped.
+        log.warning("[%s] this run no longer holds the experiment; stopping", self.experiment_id)
+        self.stop_cause = StopCause.LOST
+        self._metrics, self._logs = [], []
+
     def _notice(self, status: ExperimentStatus | None) -> None:
         if self.stop_cause is not None:
             return
         if status == ExperimentStatus.CANCELLING:
             self.stop_cause = StopCause.CANCELLED
         elif status != ExperimentStatus.RUNNING:
-            # Deleted, or moved on by someone else: this run no longer owns the experiment.
-            self.stop_cause = StopCause.LOST
+            self.stop_cause = StopCause.LOST  # moved on by someone else

@@ -10,18 +10,19 @@ to a cancel or a shutdown past the grace) or the child dies, the worker records 
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
 from pydantic import ValidationError
-from sqlalchemy import Engine
+from sqlalchemy import ColumnElement, Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from core import leases
 from core.db import make_engine, make_session_factory, utcnow
 from core.enums import EventKind, ExperimentStatus
 from core.lifecycle import transition
@@ -60,8 +61,9 @@ class RunLimits:
 
     poll_interval_s: float
     time_limit_s: float
-    stale_after_s: float
-    """A ``running`` experiment silent for this long has lost its worker; another may take over."""
+    lease_ttl_s: float = 60.0
+    """How long the worker's hold on a run lasts without a renewal (``MARLFORGE_LEASE_TTL_S``);
+    renewed every poll interval (``core.leases``)."""
     memory_mb: int = 4096
     """Resident memory the run's processes may hold, in MiB (``MARLFORGE_RUN_MEMORY_MB``)."""
     cancel_grace_s: float = 60.0
@@ -78,6 +80,7 @@ class RunJob:
     database_url: str
     artifacts_root: Path
     limits: RunLimits
+    worker_id: str
 
 
 def run_experiment(
@@ -86,25 +89,38 @@ def run_experiment(
     storage: ArtifactStorage,
     limits: RunLimits,
     shutdown_requested: Callable[[], bool] = lambda: False,
+    worker_id: str | None = None,
 ) -> Outcome:
-    """Run the experiment's training to its end, in a child process, and record the result."""
-    spec = _claim(experiment_id, session_factory, limits)
+    """Run the experiment's training to its end, in a child process, and record the result.
+    ``worker_id`` names this worker in the run's lease (``core.leases.default_worker_id()``)."""
+    worker_id = worker_id or leases.default_worker_id()
+    spec = _claim(experiment_id, session_factory, limits, worker_id)
     if spec is None:
         return Outcome.DONE
-    job = RunJob(experiment_id, spec, _database_url(session_factory), storage.root, limits)
+    job = RunJob(
+        experiment_id, spec, _database_url(session_factory), storage.root, limits, worker_id
+    )
+    lease = _Lease(session_factory, experiment_id, worker_id, limits.lease_ttl_s)
     result = supervise(
         train_claimed,
         job,
         Guards(limits.poll_interval_s, limits.memory_mb, limits.cancel_grace_s),
         cancel_requested=lambda: _cancel_requested(session_factory, experiment_id),
         shutdown_requested=shutdown_requested,
+        still_held=lease.renew,
         name=f"run-{experiment_id}",
     )
     if result.ending == Ending.RETURNED and result.value is not None:
         return result.value
-    return _record_stop(
-        experiment_id, session_factory, storage, limits, result, shutdown_requested()
-    )
+    if result.ending == Ending.LOST:
+        # Another worker has the run now (our lease lapsed): leave everything to it, partial
+        # checkpoint files included, and let the broker forget this message.
+        log.warning(
+            "experiment %s was taken over by another worker; stopped it here", experiment_id
+        )
+        return Outcome.DONE
+    run = _Held(experiment_id, session_factory, worker_id)
+    return _record_stop(run, storage, limits, result, shutdown_requested())
 
 
 def train_claimed(job: RunJob, shutdown_requested: Callable[[], bool]) -> Outcome:
@@ -130,6 +146,7 @@ def _train(
     shutdown_requested: Callable[[], bool],
 ) -> Outcome:
     experiment_id, spec, limits = job.experiment_id, job.spec, job.limits
+    run = _Held(experiment_id, session_factory, job.worker_id)
     resume_from = _prepare_resume(experiment_id, session_factory, storage)
     hooks = DatabaseHooks(
         experiment_id,
@@ -140,6 +157,7 @@ def _train(
         poll_interval_s=limits.poll_interval_s,
         time_limit_s=limits.time_limit_s,
         shutdown_requested=shutdown_requested,
+        worker_id=job.worker_id,
     )
     try:
         from learners.training import train
@@ -150,56 +168,78 @@ def _train(
         log.exception("experiment %s failed", experiment_id)
         hooks.log("error", f"the run failed: {_describe(exc)}")
         _flush_quietly(hooks)
-        _finish(session_factory, experiment_id, S.FAILED, _describe(exc))
+        _finish(run, S.FAILED, _describe(exc))
         return Outcome.DONE
-    return _record_end(experiment_id, session_factory, hooks, limits)
+    return _record_end(run, hooks, limits)
 
 
 def _claim(
-    experiment_id: str, session_factory: sessionmaker[Session], limits: RunLimits
+    experiment_id: str, session_factory: sessionmaker[Session], limits: RunLimits, worker_id: str
 ) -> ExperimentSpec | None:
-    """Move the experiment to ``running`` and return its spec; None when there is nothing to run."""
+    """Move the experiment to ``running`` under this worker's lease and return its spec; None
+    when there is nothing to run (it is not queued: a redelivered message of a run another worker
+    holds, or one that ended)."""
     with session_factory() as session:
         experiment = ExperimentRepository(session).get(experiment_id)
         if experiment is None:
             log.warning("experiment %s does not exist; dropping its job", experiment_id)
             return None
-        if not _claimable(experiment, limits):
+        if experiment.status != S.QUEUED:
             log.info("experiment %s is %s; not starting it", experiment_id, experiment.status)
-            if experiment.status == S.CANCELLING and _silent(experiment, limits):
-                _end_now(session, experiment, S.CANCELLED, "cancelled while it had no worker")
             return None
         try:
             spec = ExperimentSpec.model_validate(experiment.spec)
         except ValidationError as exc:
             _end_now(session, experiment, S.FAILED, f"the stored spec is no longer valid: {exc}")
             return None
-        reason = None
-        if experiment.status == S.RUNNING:
-            reason = "the previous worker stopped responding; taking the run over"
         moved = transition(
-            session, experiment_id, [experiment.status], S.RUNNING, reason,
+            session, experiment_id, [S.QUEUED], S.RUNNING, f"started on worker {worker_id}",
             attempts=experiment.attempts + 1, started_at=experiment.started_at or utcnow(),
+            **leases.hold(worker_id, limits.lease_ttl_s),
         )  # fmt: skip
         session.commit()
         return spec if moved is not None else None
 
 
 def _end_now(session: Session, experiment: Experiment, to: ExperimentStatus, reason: str) -> None:
-    transition(session, experiment.id, [experiment.status], to, reason, finished_at=utcnow())
+    transition(
+        session, experiment.id, [experiment.status], to, reason,
+        finished_at=utcnow(), **leases.RELEASED,
+    )  # fmt: skip
     session.commit()
 
 
-def _claimable(experiment: Experiment, limits: RunLimits) -> bool:
-    if experiment.status == S.QUEUED:
-        return True
-    # A redelivered job whose experiment still shows signs of life belongs to another worker.
-    return experiment.status == S.RUNNING and _silent(experiment, limits)
+class _Lease:
+    """The worker's side of a run's lease: ``renew`` is called every poll while the run's process
+    lives and answers whether the run is still this worker's."""
 
+    def __init__(
+        self, session_factory: sessionmaker[Session], experiment_id: str, worker_id: str,
+        ttl_s: float,
+    ) -> None:  # fmt: skip
+        self.session_factory = session_factory
+        self.experiment_id = experiment_id
+        self.worker_id = worker_id
+        self.ttl_s = ttl_s
+        self.renewed = time.monotonic()
 
-def _silent(experiment: Experiment, limits: RunLimits) -> bool:
-    silent_for = utcnow() - experiment.updated_at
-    return silent_for > dt.timedelta(seconds=limits.stale_after_s)
+    def renew(self) -> bool:
+        try:
+            held = leases.renew(
+                self.session_factory, self.experiment_id, self.worker_id, self.ttl_s
+            )
+        except SQLAlchemyError as exc:
+            # Unreachable database: keep training while the lease may still be ours. Past its
+            # length, another worker may have the run; stop, and never write beside it.
+            silent = time.monotonic() - self.renewed
+            log.warning(
+                "could not renew the lease on %s (%.0f s since the last renewal): %s",
+                self.experiment_id, silent, exc,
+            )  # fmt: skip
+            return silent < self.ttl_s
+        if held:
+            self.renewed = time.monotonic()
+        return held
 
 
 def _prepare_resume(
@@ -230,48 +270,41 @@ def _prepare_resume(
     return storage.resolve(latest.path) if latest is not None else None
 
 
-def _record_end(
-    experiment_id: str,
-    session_factory: sessionmaker[Session],
-    hooks: DatabaseHooks,
-    limits: RunLimits,
-) -> Outcome:
+def _record_end(run: _Held, hooks: DatabaseHooks, limits: RunLimits) -> Outcome:
+    experiment_id = run.experiment_id
     cause = hooks.stop_cause
     at = f"at step {hooks.step}"
     if cause == StopCause.LOST:
-        log.warning("experiment %s was taken away from this worker %s", experiment_id, at)
+        log.warning("experiment %s was taken over by another worker %s", experiment_id, at)
         return Outcome.DONE
     if cause == StopCause.SHUTDOWN:
         requeued = _finish(
-            session_factory,
-            experiment_id,
+            run,
             S.QUEUED,
             f"the worker shut down {at}; the run continues from its checkpoint",
             only_from=[S.RUNNING],
         )
         if requeued:
             return Outcome.REQUEUE
-        _finish(session_factory, experiment_id, S.CANCELLED, f"cancelled {at}")
+        _finish(run, S.CANCELLED, f"cancelled {at}")
         return Outcome.DONE
     if cause == StopCause.TIME_LIMIT:
         _finish(
-            session_factory,
-            experiment_id,
+            run,
             S.FAILED,
             f"stopped {at}: the run exceeded the time limit of {limits.time_limit_s:.0f} s",
         )
     elif cause == StopCause.CANCELLED:
-        _finish(session_factory, experiment_id, S.CANCELLED, f"cancelled {at}")
+        _finish(run, S.CANCELLED, f"cancelled {at}")
     else:
         # Training returned without being asked to stop: the budget is spent. A cancel that
         # arrived after the last status read is moot.
-        _finish(session_factory, experiment_id, S.SUCCEEDED, None)
+        _finish(run, S.SUCCEEDED, None)
     return Outcome.DONE
 
 
 def _record_stop(
-    experiment_id: str,
-    session_factory: sessionmaker[Session],
+    run: _Held,
     storage: ArtifactStorage,
     limits: RunLimits,
     result: Supervised[Outcome],
@@ -279,8 +312,8 @@ def _record_stop(
 ) -> Outcome:
     """Record the end of a run whose process could not: the worker killed it, or it died."""
     # A checkpoint the process was writing when it died is a temporary file, never recorded.
-    storage.remove_partials(experiment_id)
-    step = _step_of(session_factory, experiment_id)
+    storage.remove_partials(run.experiment_id)
+    step = _step_of(run.session_factory, run.experiment_id)
     if result.ending == Ending.IGNORED_SHUTDOWN or shutting_down:
         # The worker is going away: the run continues on another one from its last checkpoint.
         how = f"ended with {result.detail}"
@@ -290,12 +323,12 @@ def _record_stop(
             f"the worker shut down at step {step} (the run {how}); "
             "the run continues from its last checkpoint"
         )
-        if _finish(session_factory, experiment_id, S.QUEUED, reason, only_from=[S.RUNNING]):
+        if _finish(run, S.QUEUED, reason, only_from=[S.RUNNING]):
             return Outcome.REQUEUE
-        _finish(session_factory, experiment_id, S.CANCELLED, f"cancelled at step {step}")
+        _finish(run, S.CANCELLED, f"cancelled at step {step}")
         return Outcome.DONE
     to, reason = _stop_reason(result, step, limits)
-    _end_in_log(session_factory, experiment_id, to, reason, step)
+    _end_in_log(run, to, reason, step)
     return Outcome.DONE
 
 
@@ -344,46 +377,55 @@ def _database_url(session_factory: sessionmaker[Session]) -> str:
     return bind.url.render_as_string(hide_password=False)
 
 
+@dataclass(frozen=True)
+class _Held:
+    """A run this worker holds: every end it records is conditional on still holding it, so a
+    worker that lost the run (its lease lapsed and another took over) can never end it."""
+
+    experiment_id: str
+    session_factory: sessionmaker[Session]
+    worker_id: str
+
+    def condition(self) -> ColumnElement[bool]:
+        return Experiment.worker_id == self.worker_id
+
+
 def _finish(
-    session_factory: sessionmaker[Session],
-    experiment_id: str,
+    run: _Held,
     to: ExperimentStatus,
     reason: str | None,
     only_from: list[ExperimentStatus] | None = None,
 ) -> bool:
     finished_at = None if to == S.QUEUED else utcnow()
-    with session_factory() as session:
+    with run.session_factory() as session:
         moved = transition(
             session,
-            experiment_id,
+            run.experiment_id,
             only_from or [S.RUNNING, S.CANCELLING],
             to,
             reason,
+            condition=run.condition(),
             finished_at=finished_at,
+            **leases.RELEASED,
         )
         session.commit()
     return moved is not None
 
 
-def _end_in_log(
-    session_factory: sessionmaker[Session],
-    experiment_id: str,
-    to: ExperimentStatus,
-    reason: str,
-    step: int,
-) -> None:
+def _end_in_log(run: _Held, to: ExperimentStatus, reason: str, step: int) -> None:
     """``_finish`` for a run whose process was stopped: the reason goes to the run's log too,
     where the run itself would have written it."""
-    with session_factory() as session:
+    with run.session_factory() as session:
         moved = transition(
-            session, experiment_id, [S.RUNNING, S.CANCELLING], to, reason, finished_at=utcnow()
-        )
+            session, run.experiment_id, [S.RUNNING, S.CANCELLING], to, reason,
+            condition=run.condition(), finished_at=utcnow(), **leases.RELEASED,
+        )  # fmt: skip
         if moved is not None:
             level = "error" if to == S.FAILED else "warning"
             entry = {"level": level, "message": reason, "step": step}
-            EventRepository(session).add(experiment_id, EventKind.LOG, entry)
+            EventRepository(session).add(run.experiment_id, EventKind.LOG, entry)
         session.commit()
-    log.warning("experiment %s: %s", experiment_id, reason)
+    log.warning("experiment %s: %s", run.experiment_id, reason)
 
 
 def _flush_quietly(hooks: DatabaseHooks) -> None:

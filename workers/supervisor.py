@@ -10,7 +10,9 @@ starts ``target(job, stop_requested)`` in a child process and polls, every ``pol
 - ``cancel_requested()``: still alive ``stop_grace_s`` after it first answered True, the tree is
   killed (``IGNORED_CANCEL``); the target is expected to notice the cancel itself before that;
 - ``shutdown_requested()``: the first True is forwarded to the child as SIGTERM, which sets its
-  ``stop_requested``; still alive ``stop_grace_s`` later, the tree is killed (``IGNORED_SHUTDOWN``).
+  ``stop_requested``; still alive ``stop_grace_s`` later, the tree is killed (``IGNORED_SHUTDOWN``);
+- ``still_held()`` (the job's lease, renewed by the call): False means the job was given to
+  someone else, and the tree is killed at once (``LOST``).
 
 A child that ends without returning (a segfault, the kernel's OOM killer) gives ``DIED`` with its
 exit code or signal; one whose target raised gives ``RAISED`` with the error. The caller decides
@@ -76,6 +78,7 @@ class Ending(StrEnum):
     OVER_MEMORY = "over_memory"
     IGNORED_CANCEL = "ignored_cancel"
     IGNORED_SHUTDOWN = "ignored_shutdown"
+    LOST = "lost"
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,7 @@ def supervise(
     *,
     cancel_requested: Callable[[], bool],
     shutdown_requested: Callable[[], bool],
+    still_held: Callable[[], bool] = lambda: True,
     name: str = "job",
 ) -> Supervised[T]:
     """Run ``target(job, stop_requested)`` in a spawned child under ``guards`` and return how it
@@ -113,7 +117,9 @@ def supervise(
     child.start()
     writer.close()
     try:
-        result: Supervised[T] = _watch(child, reader, guards, cancel_requested, shutdown_requested)
+        result: Supervised[T] = _watch(
+            child, reader, guards, _Checks(cancel_requested, shutdown_requested, still_held)
+        )
     finally:
         # Whatever happened (an exception in a poll too), no part of the child outlives this
         # call. Its group is killed before ``join`` reaps it: until then its pid, which is the
@@ -128,12 +134,15 @@ def supervise(
     return result
 
 
+@dataclass(frozen=True)
+class _Checks:
+    cancel_requested: Callable[[], bool]
+    shutdown_requested: Callable[[], bool]
+    still_held: Callable[[], bool]
+
+
 def _watch(
-    child: BaseProcess,
-    reader: Connection,
-    guards: Guards,
-    cancel_requested: Callable[[], bool],
-    shutdown_requested: Callable[[], bool],
+    child: BaseProcess, reader: Connection, guards: Guards, checks: _Checks
 ) -> Supervised[Any]:
     """Poll until the child ends or a guard kills it. Never reaps the child (see ``supervise``)."""
     assert child.pid is not None
@@ -153,11 +162,14 @@ def _watch(
         if memory_mb > guards.memory_mb:
             proctree.kill_tree(child.pid)
             return Supervised(Ending.OVER_MEMORY, memory_mb=memory_mb)
+        if not checks.still_held():
+            proctree.kill_tree(child.pid)
+            return Supervised(Ending.LOST, memory_mb=memory_mb)
         now = time.monotonic()
-        if shutdown_sent is None and shutdown_requested():
+        if shutdown_sent is None and checks.shutdown_requested():
             shutdown_sent = now
             os.kill(child.pid, signal.SIGTERM)
-        if cancel_seen is None and cancel_requested():
+        if cancel_seen is None and checks.cancel_requested():
             cancel_seen = now
         if shutdown_sent is not None and now - shutdown_sent > guards.stop_grace_s:
             proctree.kill_tree(child.pid)

@@ -16,6 +16,7 @@ from celery.signals import worker_shutting_down
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from core import leases
 from core.db import make_engine, make_session_factory
 from core.queue import RUN_TASK
 from core.settings import get_settings
@@ -44,12 +45,18 @@ def _session_factory() -> sessionmaker[Session]:
     return factory
 
 
+@lru_cache(maxsize=1)
+def worker_id() -> str:
+    """This worker's name in the leases of the runs it holds (``MARLFORGE_WORKER_NAME``)."""
+    return get_settings().worker_name or leases.default_worker_id()
+
+
 def _limits() -> RunLimits:
     settings = get_settings()
     return RunLimits(
         poll_interval_s=settings.poll_interval_s,
         time_limit_s=settings.run_time_limit_s,
-        stale_after_s=max(120.0, 60 * settings.poll_interval_s),
+        lease_ttl_s=settings.lease_ttl_s,
         memory_mb=settings.run_memory_mb,
         cancel_grace_s=settings.cancel_grace_s,
     )
@@ -64,7 +71,7 @@ def run_experiment_task(self: Task, experiment_id: str) -> str:
     storage = ArtifactStorage(get_settings().artifacts_dir)
     try:
         outcome = run_experiment(
-            experiment_id, _session_factory(), storage, _limits(), _shutdown.is_set
+            experiment_id, _session_factory(), storage, _limits(), _shutdown.is_set, worker_id()
         )
     except OperationalError as exc:
         # The database is unreachable: try again later instead of dropping the job.

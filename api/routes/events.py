@@ -87,8 +87,10 @@ def event_data(event: StoredEvent) -> dict[str, Any]:
     return data
 
 
-def _sse(event_id: int, kind: str, data: dict[str, Any]) -> str:
-    return f"id: {event_id}\nevent: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+def _sse(event_id: int | None, kind: str, data: dict[str, Any]) -> str:
+    # An event without an id leaves the client's last event id as it was (the SSE standard).
+    head = "" if event_id is None else f"id: {event_id}\n"
+    return f"{head}event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 
 
 def _frame(event: StoredEvent) -> str:
@@ -137,7 +139,9 @@ async def _stream(
             if page.more:
                 continue
             if page.finished:
-                yield _sse(cursor, "end", {"status": page.status})
+                # No id of its own: every id names one stored event, and a client that
+                # de-duplicates by id must not drop the end as a repeat of the last one.
+                yield _sse(None, "end", {"status": page.status})
                 return
             if not await subscription.wait(bus.config.keepalive_s):
                 yield ": keep-alive\n\n"
@@ -149,7 +153,8 @@ async def _stream(
     description="Server-Sent Events: `status` (every transition, with its reason), `progress`, "
     "`metrics` (batches of points), `checkpoint` (with its download `url` and `replay_url`), "
     "`log` (worker messages, warnings, the error of a failed run) and a final `end` once the run "
-    "is over, after which the server closes the stream. Every event's `id` is monotonic: "
+    "is over, after which the server closes the stream. Every event but `end` has a unique, "
+    "monotonic `id` (`end` has none, so reconnecting after it replays nothing twice): "
     "reconnect with `Last-Event-ID` (or `?after=`) to receive exactly the events after it. "
     "Without either, the run's whole history comes first. A comment line is sent every 15 s "
     "while nothing happens. `?format=json` returns the same events as a page instead "

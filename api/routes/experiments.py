@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import Depends, Query, Response
+from sqlalchemy.orm import Session
 
 from api.auth import ExperimentId, PrincipalDep, project_router
 from api.deps import ServicesDep, SessionDep, json_body
@@ -14,6 +15,7 @@ from core import experiments as service
 from core.auth import Principal
 from core.enums import ExperimentStatus
 from core.ids import ID_PATTERN, is_id
+from core.models import Experiment
 from core.quotas import check_project_limits, check_spec_bounds
 from core.repositories import ExperimentFilter, ExperimentRepository
 from learners.enums import Algorithm, Backend
@@ -64,7 +66,7 @@ def create_experiment(
         session, services.dispatcher, spec, principal.project_id, actor_of(principal)
     )
     response.headers["location"] = f"/v1/experiments/{experiment.id}"
-    return ExperimentOut.of(experiment)
+    return one(session, experiment)
 
 
 @router.get(
@@ -113,11 +115,14 @@ def list_experiments(
     "/{experiment_id}",
     response_model=ExperimentOut,
     summary="Read an experiment",
-    description="The spec, status (with its reason), progress, timestamps and latest metrics.",
+    description="The spec, status (with its reason), progress, timestamps and latest metrics; "
+    "the worker holding the run with its last heartbeat and lease; how many times it was "
+    "restarted after losing a worker (`restarts` of `max_restarts`); and, while it is queued, "
+    "its `queue_position` in its backend's queue.",
     responses=error_responses(404),
 )
 def get_experiment(experiment_id: ExperimentId, session: SessionDep) -> ExperimentOut:
-    return ExperimentOut.of(service.get(session, experiment_id))
+    return one(session, service.get(session, experiment_id))
 
 
 @router.post(
@@ -126,13 +131,14 @@ def get_experiment(experiment_id: ExperimentId, session: SessionDep) -> Experime
     summary="Cancel an experiment",
     description="A queued experiment becomes `cancelled` at once and never starts. A running one "
     "becomes `cancelling`: its worker writes a final checkpoint, stops and marks it `cancelled`. "
-    "Cancelling a cancelled or cancelling experiment changes nothing; a finished one is a 409.",
+    "Cancelling a cancelled or cancelling experiment changes nothing; a finished one is a 409. "
+    "A run whose worker was lost becomes `cancelled` once the worker's lease lapses.",
     responses=error_responses(404, 409),
 )
 def cancel_experiment(
     experiment_id: ExperimentId, session: SessionDep, principal: PrincipalDep
 ) -> ExperimentOut:
-    return ExperimentOut.of(service.cancel(session, experiment_id, actor_of(principal)))
+    return one(session, service.cancel(session, experiment_id, actor_of(principal)))
 
 
 @router.post(
@@ -147,9 +153,14 @@ def cancel_experiment(
 def resume_experiment(
     experiment_id: ExperimentId, session: SessionDep, services: ServicesDep, principal: PrincipalDep
 ) -> ExperimentOut:
-    return ExperimentOut.of(
-        service.resume(session, services.dispatcher, experiment_id, actor_of(principal))
+    return one(
+        session, service.resume(session, services.dispatcher, experiment_id, actor_of(principal))
     )
+
+
+def one(session: Session, experiment: Experiment) -> ExperimentOut:
+    """The response about one experiment: with its queue position when it is queued."""
+    return ExperimentOut.of(experiment, queue_position=service.queue_position(session, experiment))
 
 
 def actor_of(principal: Principal) -> service.Actor:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import ColumnElement, func, select, update
 from sqlalchemy.orm import Session
 
 from core.db import utcnow
@@ -67,6 +67,16 @@ class ExperimentRepository:
         """Only the status (the cheap read a running job polls)."""
         return self.session.scalar(select(Experiment.status).where(Experiment.id == experiment_id))
 
+    def holder(self, experiment_id: str) -> tuple[ExperimentStatus | None, str | None]:
+        """The status and the worker holding the run, the row locked until the transaction ends
+        (on PostgreSQL; SQLite's writes are serialised anyway); ``(None, None)`` when it is gone."""
+        row = self.session.execute(
+            select(Experiment.status, Experiment.worker_id)
+            .where(Experiment.id == experiment_id)
+            .with_for_update()
+        ).first()
+        return (None, None) if row is None else (row[0], row[1])
+
     def page(self, flt: ExperimentFilter, limit: int, after: str | None) -> list[Experiment]:
         """Up to ``limit`` experiments, newest first, older than the one with id ``after``."""
         query = (
@@ -97,15 +107,20 @@ class ExperimentRepository:
         to: ExperimentStatus,
         reason: str | None,
         values: dict[str, Any],
+        condition: ColumnElement[bool] | None = None,
     ) -> bool:
-        """Set ``to`` only if the status is still ``expected``; True when the row changed.
+        """Set ``to`` only if the status is still ``expected`` (and ``condition`` holds); True when
+        the row changed.
 
         The condition is in the UPDATE itself, so a cancel and a worker's claim racing on the same
         row cannot both win.
         """
+        where = [Experiment.id == experiment_id, Experiment.status == expected]
+        if condition is not None:
+            where.append(condition)
         statement = (
             update(Experiment)
-            .where(Experiment.id == experiment_id, Experiment.status == expected)
+            .where(*where)
             .values(status=to, status_reason=reason, updated_at=utcnow(), **values)
             .execution_options(synchronize_session=False)
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
@@ -10,6 +11,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from core import leases
 from core.enums import ExperimentStatus
 from core.lifecycle import transition
 from core.models import Experiment, StatusTransition
@@ -238,3 +240,37 @@ def test_a_spec_that_would_hurt_its_worker_is_refused_and_stores_nothing(
     assert "MARLFORGE_RUN_MEMORY_MB" in problem["reason"]
     assert client.get("/v1/experiments").json()["items"] == []
     assert queued_messages() == []
+
+
+def test_a_run_shows_its_queue_position_worker_lease_and_restarts(
+    client: TestClient, example_spec: dict[str, Any], session: Session
+) -> None:
+    first = _submit(client, example_spec)
+    second = _submit(client, example_spec, max_restarts=5)
+    assert second["queue_position"] == first["queue_position"] + 1
+    assert (second["restarts"], second["max_restarts"], second["worker"]) == (0, 5, None)
+    listed = client.get("/v1/experiments").json()["items"]
+    assert {item["queue_position"] for item in listed} == {None}
+
+    now = dt.datetime.now(dt.UTC)
+    transition(
+        session, first["id"], [ExperimentStatus.QUEUED], ExperimentStatus.RUNNING, None,
+        **leases.hold("gpu-3", 60.0, now),
+    )  # fmt: skip
+    session.commit()
+    body = client.get(f"/v1/experiments/{first['id']}").json()
+    assert body["queue_position"] is None
+    assert client.get(f"/v1/experiments/{second['id']}").json()["queue_position"] == (
+        second["queue_position"] - 1
+    )
+    assert body["worker"]["id"] == "gpu-3" and body["worker"]["lease"] == "held"
+
+    # Silent for more than a quarter of its lease, then past it.
+    for ago, lease in ((20, "silent"), (61, "lapsed")):
+        beat = now - dt.timedelta(seconds=ago)
+        transition(
+            session, first["id"], [ExperimentStatus.RUNNING], ExperimentStatus.RUNNING, None,
+            **leases.hold("gpu-3", 60.0, beat),
+        )  # fmt: skip
+        session.commit()
+        assert client.get(f"/v1/experiments/{first['id']}").json()["worker"]["lease"] == lease

@@ -66,7 +66,7 @@ def test_a_stream_sends_the_history_then_live_events_then_end(
         "at": log["at"],
     }
     assert received[-1].data == {"status": "succeeded"}
-    assert received[-1].id == received[-2].id  # ``end`` carries the id of the event it follows
+    assert received[-1].id is None  # ``end`` has no id: every id names one stored event
 
 
 def _write_run(run: Run, batches: int, every_s: float, checkpoint_at: int) -> threading.Thread:
@@ -129,7 +129,11 @@ def test_a_client_that_reconnects_after_the_end_gets_only_end(
     history = whole.until_end()
     whole.close()
 
-    again = SseReader(url, server.headers, last_event_id=history[-1].id)
+    # The end has no id of its own: a client resumes from the last stored event's id.
+    assert history[-1].event == "end" and history[-1].id is None
+    ids = [e.id for e in history[:-1]]
+    assert None not in ids and len(set(ids)) == len(ids)
+    again = SseReader(url, server.headers, last_event_id=ids[-1])
     try:
         assert [e.event for e in again.until_end()] == ["end"]
     finally:
@@ -263,7 +267,7 @@ def test_a_failed_runs_stream_carries_its_error_then_ends(
             parse_spec(tiny_spec(device="cuda")),
             default_project_id(session),
         )
-    limits = RunLimits(poll_interval_s=0.1, time_limit_s=600, stale_after_s=120)
+    limits = RunLimits(poll_interval_s=0.1, time_limit_s=600)
     run_experiment(experiment.id, sessions, storage, limits)
 
     reader = SseReader(f"{server.url}/v1/experiments/{experiment.id}/events", server.headers)

@@ -48,7 +48,7 @@ def test_a_checkpoint_replays_as_an_animated_gif_rendered_once(
             parse_spec(tiny_spec(total_steps=200)),
             default_project_id(session),
         )
-    limits = RunLimits(poll_interval_s=0.5, time_limit_s=600, stale_after_s=120)
+    limits = RunLimits(poll_interval_s=0.5, time_limit_s=600)
     assert run_experiment(experiment.id, sessions, storage, limits) == Outcome.DONE
     checkpoint = client.get(f"/v1/experiments/{experiment.id}/checkpoints").json()["items"][-1]
     url = f"/v1/experiments/{experiment.id}/checkpoints/{checkpoint['id']}/replay.gif"

@@ -47,21 +47,26 @@ def storage(tmp_path: Path) -> ArtifactStorage:
 @pytest.fixture
 def limits() -> RunLimits:
     """Fast polling so that tests see a cancel within a fraction of a second."""
-    return RunLimits(poll_interval_s=0.1, time_limit_s=600, stale_after_s=120)
+    return RunLimits(poll_interval_s=0.1, time_limit_s=600)
 
 
 @pytest.fixture
-def submit(
-    tmp_path: Path, pg_url: str, session_factory: sessionmaker[Session]
-) -> Iterator[Callable[..., str]]:
-    """Submits a spec through the service (embedded broker in the test's folder); returns the id."""
+def dispatcher(tmp_path: Path, pg_url: str) -> CeleryDispatcher:
+    """The service's dispatcher on an embedded broker in the test's folder."""
     settings = Settings(
         var_dir=tmp_path / "var",
         database_url=pg_url,
         broker_url="filesystem://",
         queue_prefix="workertest.",
     )
-    dispatcher = CeleryDispatcher(settings)
+    return CeleryDispatcher(settings)
+
+
+@pytest.fixture
+def submit(
+    dispatcher: CeleryDispatcher, session_factory: sessionmaker[Session]
+) -> Iterator[Callable[..., str]]:
+    """Submits a spec through the service (embedded broker in the test's folder); returns the id."""
 
     def _submit(spec: dict[str, Any]) -> str:
         with session_factory() as session:

@@ -12,10 +12,12 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from core import experiments
+from core import experiments, leases
 from core.enums import ExperimentStatus
 from core.lifecycle import transition
 from core.models import Checkpoint, Experiment, MetricPointRow, StatusTransition
+from core.queue import CeleryDispatcher
+from core.repositories import CheckpointRepository, MetricRepository
 from core.storage import ArtifactStorage
 from workers.orchestration import Outcome, RunLimits, run_experiment
 
@@ -206,31 +208,76 @@ def test_a_run_that_raises_fails_with_the_message(
     assert row.finished_at is not None
 
 
-def test_a_job_for_a_live_running_experiment_is_dropped_but_a_stale_one_is_taken_over(
+def test_a_job_for_a_held_run_is_dropped_and_a_lapsed_one_is_taken_over_from_its_checkpoint(
+    submit: Callable[..., str],
+    tiny_spec: Callable[..., dict[str, Any]],
+    session_factory: sessionmaker[Session],
+    storage: ArtifactStorage,
+    limits: RunLimits,
+    dispatcher: CeleryDispatcher,
+) -> None:
+    experiment_id = submit(tiny_spec(total_steps=400))
+    # A worker ran it to step 200, checkpointed, and then went silent.
+    assert run_experiment(experiment_id, session_factory, storage, limits) == Outcome.DONE
+    with session_factory() as session:
+        CheckpointRepository(session).delete(
+            [c for c in CheckpointRepository(session).all_of(experiment_id) if c.step > 200]
+        )
+        MetricRepository(session).delete_after(experiment_id, 200)
+        transition(
+            session, experiment_id, [S.SUCCEEDED], S.RUNNING, None, step=300,
+            **leases.hold("w-lost", 30.0),
+        )  # fmt: skip
+        session.commit()
+
+    # A redelivered message of a run another worker holds is dropped: nothing changes.
+    assert run_experiment(experiment_id, session_factory, storage, limits) == Outcome.DONE
+    assert _experiment(session_factory, experiment_id).worker_id == "w-lost"
+
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=31)
+    taken = leases.reap(session_factory, dispatcher, 30.0, now=later)
+    assert [t.reason for t in taken if t.experiment_id == experiment_id] == [
+        "worker w-lost lost at step 300; "
+        "restarting from the checkpoint at step 200 (restart 1 of 3)"
+    ]
+    run_experiment(experiment_id, session_factory, storage, limits, worker_id="w-new")
+
+    row = _experiment(session_factory, experiment_id)
+    assert (row.status, row.restarts, row.worker_id, row.step) == (S.SUCCEEDED, 1, "w-new", 400)
+    assert row.lease_expires_at is None
+    keys = _metric_keys(session_factory, experiment_id)
+    assert len(keys) == len(set(keys))  # steps 201-400 computed again, none twice
+    assert _checkpoint_steps(session_factory, experiment_id)[-1] == 400
+
+
+def test_a_worker_that_lost_its_lease_stops_its_run_and_writes_nothing_more(
     submit: Callable[..., str],
     tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
     storage: ArtifactStorage,
     limits: RunLimits,
 ) -> None:
-    experiment_id = submit(tiny_spec(total_steps=200))
+    experiment_id = submit(tiny_spec(total_steps=100_000))
+    thread, result = _in_thread(
+        lambda: run_experiment(experiment_id, session_factory, storage, limits, worker_id="w-old")
+    )
+    _wait_for_step(session_factory, experiment_id, 200)
+    # Another worker took the run over (as after a reaper's takeover and a new claim).
     with session_factory() as session:
-        transition(session, experiment_id, [S.QUEUED], S.RUNNING, None, attempts=1)
-        session.commit()
-
-    assert run_experiment(experiment_id, session_factory, storage, limits) == Outcome.DONE
-    assert _experiment(session_factory, experiment_id).attempts == 1  # left to its live worker
-
-    with session_factory() as session:
-        long_ago = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
         session.execute(
-            update(Experiment).where(Experiment.id == experiment_id).values(updated_at=long_ago)
+            update(Experiment).where(Experiment.id == experiment_id).values(worker_id="w-new")
         )
         session.commit()
-    run_experiment(experiment_id, session_factory, storage, limits)
-
+    thread.join(timeout=60)
+    assert result == [Outcome.DONE]
+    written = _metric_keys(session_factory, experiment_id)
     row = _experiment(session_factory, experiment_id)
-    assert row.status == S.SUCCEEDED and row.attempts == 2
+    time.sleep(1.0)
+
+    assert not thread.is_alive()
+    assert (row.status, row.worker_id) == (S.RUNNING, "w-new")  # the run is left to its holder
+    assert _metric_keys(session_factory, experiment_id) == written
+    assert _experiment(session_factory, experiment_id).step == row.step
 
 
 def test_an_unknown_experiment_id_is_dropped(

@@ -66,13 +66,31 @@ export async function mount(root, params, id) {
         fact("Step", `${num(run.progress.step)} / ${num(run.progress.total_steps)}`),
         fact("Return", num(run.latest_metrics["train/episode_return"]?.value)),
         fact("Eval return", num(run.latest_metrics["eval/episode_return"]?.value)),
-        fact("Started", when(run.started_at))),
+        fact("Started", when(run.started_at)),
+        run.worker && fact("Worker", workerText(run.worker)),
+        fact("Restarts", `${run.restarts} of ${run.max_restarts}`),
+        run.queue_position && fact("Queue position", `${run.queue_position}`)),
+      silence(),
       h("div", { style: "margin-top:.6rem" }, progressBar(run.progress.fraction, true)));
     fill(failure, run.status === "failed" && h("div", { class: "card failure", id: "failure" },
       h("h2", {}, "The run failed"), h("pre", {}, run.status_reason || "no reason recorded")));
   }
 
   function fact(label, value) { return h("div", {}, h("b", {}, label), value); }
+
+  function workerText(w) {
+    return w.lease === "released" ? w.id : `${w.id} (${w.lease}, heartbeat ${when(w.heartbeat_at)})`;
+  }
+
+  // A running run whose worker stopped renewing its lease says so: no event will tell.
+  function silence() {
+    const w = run.worker;
+    if (TERMINAL.has(run.status) || !w || !["silent", "lapsed"].includes(w.lease)) return null;
+    const text = w.lease === "silent"
+      ? `Worker ${w.id} has gone silent: no heartbeat since ${when(w.heartbeat_at)}. The run is restarted from its latest checkpoint if its lease lapses.`
+      : `Worker ${w.id} is lost: its lease lapsed. The run is about to be restarted from its latest checkpoint.`;
+    return h("div", { class: "errors", id: "worker-silent", role: "status" }, text);
+  }
 
   async function act(what) {
     try {
@@ -173,5 +191,9 @@ export async function mount(root, params, id) {
   }
 
   if (!TERMINAL.has(run.status)) connect(lastEventId);
-  return () => { source?.close(); clearTimeout(refreshing); charts.forEach((c) => c.destroy()); };
+  // A lost worker sends nothing: reread the run now and then to show its lease going silent.
+  const watchLease = setInterval(() => { if (!TERMINAL.has(run.status)) refreshRun(); }, 10000);
+  return () => {
+    source?.close(); clearTimeout(refreshing); clearInterval(watchLease); charts.forEach((c) => c.destroy());
+  };
 }

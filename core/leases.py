@@ -1,0 +1,228 @@
+"""Leases, lost workers and takeover: a run survives the worker that was training it.
+
+A worker that claims a run holds a **lease** on it: its identity (``worker_id``), the time of its
+last heartbeat and when the hold lapses (``lease_expires_at``). The worker renews the lease every
+poll interval while the run's process lives (``workers.orchestration``); a renewal that finds the
+lease gone tells the worker that the run was taken from it, and it stops the run's process.
+
+A worker that dies (``kill -9``, a preempted node, the kernel's OOM killer, a lost network) stops
+renewing. ``reap`` finds the runs whose lease lapsed and moves each on, in one conditional UPDATE
+per run (so two reapers, or a worker whose renewal arrives late, cannot both win):
+
+- ``running``: back to ``queued`` with a reason a person can read ("worker w-3 lost at step 32,000;
+  restarting from the checkpoint at step 30,000 (restart 1 of 3)") and dispatched again; a worker
+  resumes it from its latest checkpoint on the same step axis. After the spec's ``max_restarts``
+  takeovers it ends ``failed`` with the same kind of reason (and can still be resumed by hand).
+- ``cancelling``: ``cancelled`` (the cancel wins; nobody is left to write a final checkpoint).
+
+Who reaps: the API process (``marlforge api`` runs ``Reaper`` in a thread), which runs whenever the
+service runs, in the embedded mode and in every deployment; several API replicas may reap at once.
+Recovery does not wait for the broker's visibility timeout: the old message stays unacknowledged
+in the broker and is dropped by whichever worker gets it later (the run is no longer ``queued``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from core import experiments
+from core.db import utcnow
+from core.enums import EventKind, ExperimentStatus
+from core.errors import BrokerUnavailable
+from core.lifecycle import transition
+from core.models import Experiment
+from core.queue import Dispatcher
+from core.repositories import CheckpointRepository, EventRepository
+from core.repositories.leases import LeaseRepository, lapsed
+from learners.spec import SpecEnvelope
+
+log = logging.getLogger(__name__)
+
+S = ExperimentStatus
+
+DEFAULT_MAX_RESTARTS: int = SpecEnvelope.model_fields["max_restarts"].default
+"""Takeovers a run gets when its stored spec predates the field (Determined's default is 5)."""
+REAP_BATCH = 100
+"""Runs one reaper pass moves on at most (the next pass takes the rest)."""
+
+
+def default_worker_id() -> str:
+    """``<host>-<pid>``: unique among live workers, and says where to look."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def hold(worker_id: str, ttl_s: float, now: dt.datetime | None = None) -> dict[str, Any]:
+    """The column values that give ``worker_id`` the lease (set with the claim's transition)."""
+    now = now or utcnow()
+    return {
+        "worker_id": worker_id,
+        "heartbeat_at": now,
+        "lease_expires_at": now + dt.timedelta(seconds=ttl_s),
+    }
+
+
+RELEASED: dict[str, Any] = {"lease_expires_at": None}
+"""The column values that end a lease (set with the transition that ends the hold); the worker's
+id and last heartbeat stay, to say who ran it last."""
+
+
+def renew(session_factory: sessionmaker[Session], experiment_id: str, worker_id: str,
+          ttl_s: float) -> bool:  # fmt: skip
+    """Extend the lease; False when ``worker_id`` no longer holds the run. Raises the database's
+    error when it cannot be reached (the caller decides how long to keep trying)."""
+    now = utcnow()
+    with session_factory() as session:
+        held = LeaseRepository(session).renew(
+            experiment_id, worker_id, now, now + dt.timedelta(seconds=ttl_s)
+        )
+        session.commit()
+    return held
+
+
+@dataclass(frozen=True)
+class Takeover:
+    """What ``reap`` did to one run."""
+
+    experiment_id: str
+    to: ExperimentStatus
+    reason: str
+
+
+def reap(
+    session_factory: sessionmaker[Session],
+    dispatcher: Dispatcher,
+    ttl_s: float,
+    now: dt.datetime | None = None,
+) -> list[Takeover]:
+    """Move on every run whose lease lapsed (see the module's docstring); return what was done."""
+    now = now or utcnow()
+    legacy_before = now - dt.timedelta(seconds=ttl_s)
+    done: list[Takeover] = []
+    with session_factory() as session:
+        for experiment in LeaseRepository(session).lapsed(now, legacy_before, REAP_BATCH):
+            takeover = _take_over(session, experiment, now, legacy_before)
+            session.commit()
+            if takeover is None:
+                continue
+            log.warning("experiment %s: %s", takeover.experiment_id, takeover.reason)
+            done.append(takeover)
+            if takeover.to == S.QUEUED:
+                _dispatch(session, dispatcher, takeover.experiment_id)
+    return done
+
+
+def release_worker(
+    session_factory: sessionmaker[Session], dispatcher: Dispatcher, worker_id: str
+) -> list[Takeover]:
+    """A worker known to be dead (its supervisor saw it exit): end its leases now and reap them,
+    without waiting for them to lapse."""
+    with session_factory() as session:
+        leases = LeaseRepository(session)
+        leases.expire(leases.held_by(worker_id), utcnow())
+        session.commit()
+    return reap(session_factory, dispatcher, ttl_s=0.0)
+
+
+def _take_over(
+    session: Session, experiment: Experiment, now: dt.datetime, legacy_before: dt.datetime
+) -> Takeover | None:
+    to, reason, values = _verdict(session, experiment)
+    moved = transition(
+        session, experiment.id, [experiment.status], to, reason,
+        condition=lapsed(now, legacy_before), **values,
+    )  # fmt: skip
+    if moved is None:
+        return None  # renewed, or moved on by someone else, since it was read
+    EventRepository(session).add(
+        experiment.id,
+        EventKind.LOG,
+        {"level": "warning", "message": reason, "step": experiment.step},
+    )
+    return Takeover(experiment.id, to, reason)
+
+
+def _verdict(
+    session: Session, experiment: Experiment
+) -> tuple[ExperimentStatus, str, dict[str, Any]]:
+    """Where a run whose worker was lost goes, why (for a person), and what else changes."""
+    lost = f"worker {experiment.worker_id or '(unknown)'} lost at step {experiment.step:,}"
+    ended = {**RELEASED, "finished_at": utcnow()}
+    if experiment.status == S.CANCELLING:
+        return S.CANCELLED, f"{lost} while the run was being cancelled; cancelled", ended
+    latest = CheckpointRepository(session).latest(experiment.id)
+    start = (
+        f"the checkpoint at step {latest.step:,}"
+        if latest is not None
+        else "the start (no checkpoint was saved)"
+    )
+    allowed = max_restarts_of(experiment)
+    if experiment.restarts >= allowed:
+        why = (
+            "restarts are off for this run (max_restarts 0)"
+            if allowed == 0
+            else f"it was restarted {experiment.restarts} of {allowed} times already"
+        )
+        return S.FAILED, f"{lost}; not restarted: {why}; resume it to continue from {start}", ended
+    restart = experiment.restarts + 1
+    reason = f"{lost}; restarting from {start} (restart {restart} of {allowed})"
+    return S.QUEUED, reason, {**RELEASED, "restarts": restart}
+
+
+def max_restarts_of(experiment: Experiment) -> int:
+    """The spec's ``max_restarts`` (specs stored before the field existed get the default)."""
+    value = experiment.spec.get("max_restarts", DEFAULT_MAX_RESTARTS)
+    return int(value) if isinstance(value, int) else DEFAULT_MAX_RESTARTS
+
+
+def _dispatch(session: Session, dispatcher: Dispatcher, experiment_id: str) -> None:
+    # A broker that cannot take the message fails the run (resumable), as a submission does.
+    try:
+        experiments.dispatch(session, dispatcher, experiments.get(session, experiment_id))
+    except BrokerUnavailable as exc:
+        log.error("experiment %s: %s", experiment_id, exc)
+
+
+class Reaper:
+    """Runs ``reap`` every ``interval_s`` in a daemon thread until ``stop`` (the API runs one)."""
+
+    def __init__(
+        self,
+        session_factory: sessionmaker[Session],
+        dispatcher: Dispatcher,
+        ttl_s: float,
+        interval_s: float,
+    ) -> None:
+        self.session_factory = session_factory
+        self.dispatcher = dispatcher
+        self.ttl_s = ttl_s
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="lease-reaper", daemon=True)
+
+    def start(self) -> Reaper:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout_s)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                reap(self.session_factory, self.dispatcher, self.ttl_s)
+            except SQLAlchemyError as exc:
+                # The database is down: the leases cannot be read either; try again next pass.
+                log.warning("lease reaper: the database is unreachable: %s", exc)
+            except Exception:
+                # Never let one bad pass end the thread: the next one may succeed.
+                log.exception("lease reaper: a pass failed")

@@ -1,0 +1,91 @@
+"""Leases on running experiments: renewal by their worker, and the ones that lapsed."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import ColumnElement, and_, func, or_, select, update
+from sqlalchemy.orm import Session
+
+from core.enums import ExperimentStatus
+from core.models import Experiment
+
+S = ExperimentStatus
+
+HELD_STATUSES = (S.RUNNING, S.CANCELLING)
+"""The statuses in which a worker holds the run (and must keep renewing its lease)."""
+
+
+def lapsed(now: dt.datetime, legacy_before: dt.datetime) -> ColumnElement[bool]:
+    """True for a held run whose lease ran out before ``now``. A run started before leases existed
+    has none: it counts as lapsed once its last write (``updated_at``) is older than
+    ``legacy_before``."""
+    return or_(
+        Experiment.lease_expires_at < now,
+        and_(Experiment.lease_expires_at.is_(None), Experiment.updated_at < legacy_before),
+    )
+
+
+class LeaseRepository:
+    """SQL over the lease columns of ``experiments``."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def renew(
+        self, experiment_id: str, worker_id: str, now: dt.datetime, until: dt.datetime
+    ) -> bool:
+        """Extend ``worker_id``'s hold to ``until``; False when it no longer holds the run (another
+        worker took it over, or it ended or was moved on)."""
+        statement = (
+            update(Experiment)
+            .where(
+                Experiment.id == experiment_id,
+                Experiment.worker_id == worker_id,
+                Experiment.status.in_(HELD_STATUSES),
+            )
+            .values(heartbeat_at=now, lease_expires_at=until)
+            .execution_options(synchronize_session=False)
+        )
+        return self.session.execute(statement).rowcount == 1  # type: ignore[attr-defined,no-any-return]
+
+    def lapsed(self, now: dt.datetime, legacy_before: dt.datetime, limit: int) -> list[Experiment]:
+        """Held runs whose lease lapsed, the longest silent first."""
+        query = (
+            select(Experiment)
+            .where(Experiment.status.in_(HELD_STATUSES), lapsed(now, legacy_before))
+            .order_by(Experiment.lease_expires_at, Experiment.id)
+            .limit(limit)
+        )
+        return list(self.session.scalars(query))
+
+    def held_by(self, worker_id: str) -> list[str]:
+        """Ids of the runs ``worker_id`` holds."""
+        query = select(Experiment.id).where(
+            Experiment.worker_id == worker_id, Experiment.status.in_(HELD_STATUSES)
+        )
+        return list(self.session.scalars(query))
+
+    def expire(self, experiment_ids: list[str], now: dt.datetime) -> None:
+        """End the leases of these runs now (their worker is known to be dead)."""
+        if not experiment_ids:
+            return
+        self.session.execute(
+            update(Experiment)
+            .where(Experiment.id.in_(experiment_ids), Experiment.status.in_(HELD_STATUSES))
+            .values(lease_expires_at=now - dt.timedelta(microseconds=1))
+            .execution_options(synchronize_session=False)
+        )
+
+    def queue_position(self, experiment: Experiment) -> int:
+        """1 for the next run its backend's workers take, 2 for the one after, ...: the queued runs
+        of its backend are taken in the order they were queued."""
+        ahead = select(func.count()).where(
+            Experiment.status == S.QUEUED,
+            Experiment.backend == experiment.backend,
+            or_(
+                Experiment.updated_at < experiment.updated_at,
+                and_(Experiment.updated_at == experiment.updated_at, Experiment.id < experiment.id),
+            ),
+        )
+        return int(self.session.scalar(ahead) or 0) + 1

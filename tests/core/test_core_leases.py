@@ -1,0 +1,271 @@
+"""Leases and takeover on PostgreSQL (each test rolled back): renewal, lapse, the reasons people
+read, the restart cap, lost cancels, and two reapers racing. Time passes by handing ``reap`` a
+later ``now``; the database does everything else."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from core import experiments, leases
+from core.db import utcnow
+from core.enums import EventKind, ExperimentStatus
+from core.lifecycle import transition
+from core.models import ExperimentEvent, StatusTransition
+from core.queue import CeleryDispatcher
+from core.repositories import CheckpointRepository
+from core.settings import Settings
+from learners.spec import parse_spec
+from tests.auth_support import default_project_id
+
+S = ExperimentStatus
+TTL = 60.0
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def session(rollback_sessions: sessionmaker[Session]) -> Iterator[Session]:
+    with rollback_sessions() as s:
+        yield s
+
+
+@pytest.fixture
+def settings(tmp_path: Path, pg_url: str) -> Settings:
+    return Settings(
+        var_dir=tmp_path, database_url=pg_url, broker_url="filesystem://", queue_prefix="lease."
+    )
+
+
+@pytest.fixture
+def dispatcher(settings: Settings) -> CeleryDispatcher:
+    return CeleryDispatcher(settings)
+
+
+def queued_messages(settings: Settings) -> int:
+    """Messages waiting in the embedded broker (one file each)."""
+    return sum(1 for _ in (settings.broker_dir / "queue").glob("*.msg"))
+
+
+@pytest.fixture
+def start(
+    session: Session, dispatcher: CeleryDispatcher, tiny_spec: Callable[..., dict[str, Any]]
+) -> Callable[..., str]:
+    """Submit a run and claim it for a worker, as a worker's claim does."""
+
+    def run(worker: str = "w-3", step: int = 32_000, **changes: Any) -> str:
+        spec = parse_spec(tiny_spec(**changes))
+        experiment_id = experiments.submit(
+            session, dispatcher, spec, default_project_id(session)
+        ).id
+        moved = transition(
+            session, experiment_id, [S.QUEUED], S.RUNNING, None, step=step,
+            **leases.hold(worker, TTL),
+        )  # fmt: skip
+        assert moved == S.QUEUED
+        session.commit()
+        return experiment_id
+
+    return run
+
+
+def later(seconds: float) -> dt.datetime:
+    return utcnow() + dt.timedelta(seconds=seconds)
+
+
+def reaped(takeovers: list[leases.Takeover], experiment_id: str) -> list[leases.Takeover]:
+    return [t for t in takeovers if t.experiment_id == experiment_id]
+
+
+def test_a_run_whose_lease_lapsed_is_queued_again_from_its_checkpoint_with_a_reason(
+    session: Session,
+    rollback_sessions: sessionmaker[Session],
+    dispatcher: CeleryDispatcher,
+    settings: Settings,
+    start: Callable[..., str],
+) -> None:
+    experiment_id = start()
+    CheckpointRepository(session).record(experiment_id, 30_000, "x/30000.ckpt", 10, "0" * 64)
+    session.commit()
+    waiting = queued_messages(settings)
+
+    assert (
+        reaped(leases.reap(rollback_sessions, dispatcher, TTL, now=later(TTL / 2)), experiment_id)
+        == []
+    )
+    done = reaped(
+        leases.reap(rollback_sessions, dispatcher, TTL, now=later(TTL + 1)), experiment_id
+    )
+
+    reason = (
+        "worker w-3 lost at step 32,000; "
+        "restarting from the checkpoint at step 30,000 (restart 1 of 3)"
+    )
+    assert done == [leases.Takeover(experiment_id, S.QUEUED, reason)]
+    run = experiments.get(session, experiment_id)
+    assert (run.status, run.status_reason, run.restarts) == (S.QUEUED, reason, 1)
+    assert run.lease_expires_at is None and run.worker_id == "w-3"
+    assert queued_messages(settings) == waiting + 1  # dispatched again, not left to the broker
+    last = session.scalars(
+        select(StatusTransition)
+        .where(StatusTransition.experiment_id == experiment_id)
+        .order_by(StatusTransition.id.desc())
+    ).first()
+    assert last is not None and (last.from_status, last.to_status, last.reason) == (
+        S.RUNNING, S.QUEUED, reason,
+    )  # fmt: skip
+    logged = session.scalars(
+        select(ExperimentEvent).where(
+            ExperimentEvent.experiment_id == experiment_id, ExperimentEvent.kind == EventKind.LOG
+        )
+    ).all()
+    assert [e.payload["message"] for e in logged] == [reason]
+
+
+def test_renewal_keeps_the_run_and_only_its_holder_can_renew(
+    session: Session,
+    rollback_sessions: sessionmaker[Session],
+    dispatcher: CeleryDispatcher,
+    start: Callable[..., str],
+) -> None:
+    experiment_id = start(worker="w-1")
+    before = experiments.get(session, experiment_id).lease_expires_at
+    assert before is not None
+
+    assert not leases.renew(rollback_sessions, experiment_id, "w-2", TTL)
+    assert leases.renew(rollback_sessions, experiment_id, "w-1", 2 * TTL)
+    after = experiments.get(session, experiment_id).lease_expires_at
+    assert after is not None and after > before
+
+    # Past the first lease but inside the renewed one: nothing to take over.
+    assert (
+        reaped(leases.reap(rollback_sessions, dispatcher, TTL, now=later(TTL + 1)), experiment_id)
+        == []
+    )
+    assert experiments.get(session, experiment_id).status == S.RUNNING
+
+
+def test_after_max_restarts_a_lost_run_fails_and_zero_disables_restarts(
+    session: Session,
+    rollback_sessions: sessionmaker[Session],
+    dispatcher: CeleryDispatcher,
+    start: Callable[..., str],
+) -> None:
+    capped = start(max_restarts=1)
+    never = start(max_restarts=0, step=500)
+    reaped_now = leases.reap(rollback_sessions, dispatcher, TTL, now=later(TTL + 1))
+    assert [t.to for t in reaped(reaped_now, capped)] == [S.QUEUED]
+    assert [t.to for t in reaped(reaped_now, never)] == [S.FAILED]
+    assert experiments.get(session, never).status_reason == (
+        "worker w-3 lost at step 500; not restarted: restarts are off for this run "
+        "(max_restarts 0); resume it to continue from the start (no checkpoint was saved)"
+    )
+
+    # The restarted run is claimed again by another worker, which is lost too.
+    transition(
+        session, capped, [S.QUEUED], S.RUNNING, None, **leases.hold("w-9", TTL)
+    )  # fmt: skip
+    session.commit()
+    again = reaped(leases.reap(rollback_sessions, dispatcher, TTL, now=later(TTL + 1)), capped)
+    assert [t.to for t in again] == [S.FAILED]
+    run = experiments.get(session, capped)
+    assert run.status == S.FAILED and run.finished_at is not None
+    assert run.status_reason is not None and run.status_reason.startswith(
+        "worker w-9 lost at step 32,000; not restarted: it was restarted 1 of 1 times already"
+    )
+    # A failed run is resumable by hand, as any other.
+    assert experiments.resume(session, dispatcher, capped).status == S.QUEUED
+
+
+def test_a_cancel_of_a_run_whose_worker_is_lost_ends_cancelled_once_the_lease_lapses(
+    session: Session,
+    rollback_sessions: sessionmaker[Session],
+    dispatcher: CeleryDispatcher,
+    start: Callable[..., str],
+) -> None:
+    experiment_id = start()
+    assert experiments.cancel(session, experiment_id).status == S.CANCELLING
+
+    done = reaped(
+        leases.reap(rollback_sessions, dispatcher, TTL, now=later(TTL + 1)), experiment_id
+    )
+
+    assert [t.to for t in done] == [S.CANCELLED]
+    run = experiments.get(session, experiment_id)
+    assert run.status == S.CANCELLED and run.restarts == 0
+    assert (
+        run.status_reason
+        == "worker w-3 lost at step 32,000 while the run was being cancelled; cancelled"
+    )
+
+
+def test_two_reapers_take_a_run_over_once(
+    rollback_sessions: sessionmaker[Session],
+    dispatcher: CeleryDispatcher,
+    settings: Settings,
+    start: Callable[..., str],
+) -> None:
+    experiment_id = start()
+    waiting = queued_messages(settings)
+    first = leases.reap(rollback_sessions, dispatcher, TTL, now=later(TTL + 1))
+    second = leases.reap(rollback_sessions, dispatcher, TTL, now=later(TTL + 2))
+    assert len(reaped(first, experiment_id)) == 1 and reaped(second, experiment_id) == []
+    assert queued_messages(settings) == waiting + 1
+
+
+def test_a_dead_workers_runs_are_released_at_once_and_no_one_elses(
+    session: Session,
+    rollback_sessions: sessionmaker[Session],
+    dispatcher: CeleryDispatcher,
+    start: Callable[..., str],
+) -> None:
+    dead = start(worker="up-w1")
+    alive = start(worker="up-w2")
+
+    done = leases.release_worker(rollback_sessions, dispatcher, "up-w1")
+
+    assert [t.experiment_id for t in done if t.experiment_id in (dead, alive)] == [dead]
+    assert experiments.get(session, dead).status == S.QUEUED
+    assert experiments.get(session, alive).status == S.RUNNING
+
+
+def test_a_run_started_before_leases_existed_is_reaped_only_once_it_is_silent(
+    session: Session,
+    rollback_sessions: sessionmaker[Session],
+    dispatcher: CeleryDispatcher,
+    start: Callable[..., str],
+) -> None:
+    experiment_id = start()
+    transition(session, experiment_id, [S.RUNNING], S.RUNNING, None, lease_expires_at=None)
+    session.commit()
+    assert (
+        reaped(leases.reap(rollback_sessions, dispatcher, TTL, now=later(1)), experiment_id) == []
+    )
+    done = reaped(
+        leases.reap(rollback_sessions, dispatcher, TTL, now=later(TTL + 1)), experiment_id
+    )
+    assert [t.to for t in done] == [S.QUEUED]
+
+
+def test_queue_position_counts_the_runs_of_the_same_backend_queued_before(
+    session: Session, dispatcher: CeleryDispatcher, tiny_spec: Callable[..., dict[str, Any]]
+) -> None:
+    project = default_project_id(session)
+    first, second = (
+        experiments.submit(session, dispatcher, parse_spec(tiny_spec()), project) for _ in range(2)
+    )
+    other_backend = experiments.submit(
+        session, dispatcher, parse_spec(tiny_spec(backend="tensorflow")), project
+    )
+    ahead = experiments.queue_position(session, first)
+    assert ahead is not None
+    assert experiments.queue_position(session, second) == ahead + 1
+    assert experiments.queue_position(session, other_backend) is not None
+    experiments.cancel(session, first.id)
+    assert experiments.queue_position(session, experiments.get(session, second.id)) == ahead
+    assert experiments.queue_position(session, experiments.get(session, first.id)) is None
