@@ -5,6 +5,7 @@ in the middle of a run, and the next ``up`` continues that run from its checkpoi
 from __future__ import annotations
 
 import hashlib
+import os
 import signal
 import sqlite3
 from collections.abc import Callable
@@ -87,3 +88,35 @@ def test_make_up_runs_an_experiment_and_survives_a_restart(
     finally:
         second.stop(signal.SIGKILL)
         api.http.close()
+
+
+def test_make_up_restarts_a_killed_worker_and_its_run_resumes(
+    tmp_path: Path, tiny_spec: Callable[..., dict[str, Any]]
+) -> None:
+    var_dir = tmp_path / "var"
+    port = free_port()
+    up, api = _up(var_dir, port, "up.log")
+    try:
+        created = api.submit(tiny_spec(total_steps=3000))
+        lost = api.wait_until(created["id"], {"running"}, min_step=400)["worker"]["id"]
+        worker = next(pid for pid in up.children() if b"worker" in _cmdline(pid))
+        os.kill(worker, signal.SIGKILL)
+
+        done = api.wait_until(created["id"], {"succeeded"})
+        assert up.process.poll() is None  # the local service stayed up
+        assert (done["restarts"], done["attempts"]) == (1, 2)
+        assert done["worker"]["id"] != lost
+        reasons = [
+            t["reason"] or ""
+            for t in api.http.get(f"/v1/experiments/{created['id']}/timeline").json()["items"]
+        ]
+        assert any(r.startswith(f"worker {lost} lost at step ") for r in reasons), reasons
+        assert "worker exited unexpectedly (code -9); starting it again" in up.output()
+        _stop_with_ctrl_c(up)
+    finally:
+        up.stop(signal.SIGKILL)
+        api.http.close()
+
+
+def _cmdline(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/cmdline").read_bytes()
