@@ -15,10 +15,9 @@ from starlette.responses import Response
 from api.auth import PrincipalDep, project_router
 from api.deps import SessionDep
 from api.errors import ApiError, FieldProblem, error_responses
-from core.downsample import Point, min_max
 from core.ids import ID_PATTERN, is_id
 from core.repositories.event_stream import EventStreamRepository
-from core.repositories.series import SeriesRepository
+from core.repositories.series import Sample, SeriesRepository
 from learners.spec import NO_NUL
 
 router = project_router("/v1", ["metrics"])
@@ -70,9 +69,15 @@ def _experiment_ids(text: str) -> list[str]:
     return ids
 
 
+def _names(repo: SeriesRepository, experiment_id: str, names: list[str]) -> list[str]:
+    # Named series are looked up one by one (an absent one reads nothing); otherwise the index
+    # lists the experiment's names.
+    return sorted(names or repo.names(experiment_id))
+
+
 def _load(
-    session: SessionDep, project_id: str, ids: list[str], names: list[str]
-) -> tuple[list[tuple[str, str, list[Point]]], dict[str, int]]:
+    session: SessionDep, project_id: str, ids: list[str], names: list[str], limit: int | None
+) -> tuple[list[tuple[str, Sample]], dict[str, int]]:
     repo = SeriesRepository(session)
     found = repo.existing(ids, project_id)
     missing = [i for i in ids if i not in found]
@@ -85,22 +90,29 @@ def _load(
         )
     # Cursors first: a point committed after them arrives on the stream as well.
     cursors = EventStreamRepository(session).latest_ids(ids)
-    pairs = [(e, n) for e, n in repo.names(ids) if not names or n in names]
-    order = {e: k for k, e in enumerate(ids)}
-    pairs.sort(key=lambda p: (order[p[0]], p[1]))
-    return [(e, n, repo.points(e, n)) for e, n in pairs], {i: cursors.get(i, 0) for i in ids}
+    rows: list[tuple[str, Sample]] = []
+    for experiment_id in ids:
+        wanted = _names(repo, experiment_id, names)
+        if limit is not None:
+            rows.extend((experiment_id, s) for s in repo.sample(experiment_id, wanted, limit))
+            continue
+        for name in wanted:
+            points = repo.points(experiment_id, name)
+            if points:
+                rows.append((experiment_id, Sample(name, len(points), points)))
+    return rows, {i: cursors.get(i, 0) for i in ids}
 
 
-def _csv(rows: list[tuple[str, str, list[Point]]]) -> Iterator[str]:
+def _csv(rows: list[tuple[str, Sample]]) -> Iterator[str]:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["experiment_id", "name", "step", "value", "wall_time"])
-    for experiment_id, name, points in rows:
-        for p in points:
+    for experiment_id, sample in rows:
+        for p in sample.points:
             writer.writerow(
                 [
                     experiment_id,
-                    name,
+                    sample.name,
                     p.step,
                     "" if p.value is None else repr(p.value),
                     repr(p.wall_time),
@@ -118,9 +130,12 @@ def _csv(rows: list[tuple[str, str, list[Point]]]) -> Iterator[str]:
     response_model=SeriesSet,
     summary="Metric series of several runs",
     description="For each run in `experiment_ids` and each metric in `names` (all when omitted), "
-    "the series ordered by step. A series longer than `max_points` is shrunk by keeping, from each "
-    "of `max_points / 2` consecutive buckets, its lowest and highest point (and the first and last "
-    "point overall), so spikes and dips survive. `format=csv` exports "
+    "the series ordered by step. A series longer than `max_points` is shrunk in the database: it "
+    "keeps its first and last point and splits the steps between them into `(max_points - 2) / 2` "
+    "buckets of equal step width; each bucket keeps its lowest and its highest point in step order "
+    "(the earlier of equal values), or its first point when none of its values is finite (a gap "
+    "in the chart); an empty bucket keeps nothing. Spikes and dips survive, which taking every "
+    "k-th point would lose. `total_points` counts the whole series. `format=csv` exports "
     "`experiment_id,name,step,value,wall_time` rows: every point unless `max_points` is given.",
     responses={
         200: {"content": {"text/csv": {}}, "description": "The series (JSON or CSV)."},
@@ -147,14 +162,13 @@ def read_series(
     format: Annotated[Literal["json", "csv"], Query(description="`json` or `csv`.")] = "json",
 ) -> Response | SeriesSet:
     ids = _experiment_ids(experiment_ids)
-    rows, cursors = _load(session, principal.project_id, ids, _split(names))
     limit = max_points
     if limit is None and format == "json":
         limit = DEFAULT_MAX_POINTS
-    shrunk = [(e, n, p, min_max(p, limit) if limit is not None else p) for e, n, p in rows]
+    rows, cursors = _load(session, principal.project_id, ids, _split(names), limit)
     if format == "csv":
         return StreamingResponse(
-            _csv([(e, n, kept) for e, n, _, kept in shrunk]),
+            _csv(rows),
             media_type="text/csv; charset=utf-8",
             headers={"content-disposition": 'attachment; filename="metrics.csv"'},
         )
@@ -162,12 +176,12 @@ def read_series(
         series=[
             Series(
                 experiment_id=e,
-                name=n,
-                total_points=len(full),
-                steps=[p.step for p in kept],
-                values=[p.value for p in kept],
+                name=s.name,
+                total_points=s.total_points,
+                steps=[p.step for p in s.points],
+                values=[p.value for p in s.points],
             )
-            for e, n, full, kept in shrunk
+            for e, s in rows
         ],
         event_cursors=cursors,
     )

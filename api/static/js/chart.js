@@ -28,23 +28,28 @@ export function ticks(lo, hi, count = 5) {
   return out;
 }
 
-/** Keep each bucket's lowest and highest point (the server does the same for long series). */
+/** The server's rule (core/downsample.py): the first and last point, and from each of
+ *  (target - 2) / 2 equal step ranges between them its lowest and highest point in step order, or
+ *  its first point when it has no finite value. `points` are [step, value] in step order. */
 function shrink(points, target) {
-  const buckets = Math.floor(target / 2);
+  const first = points[0][0];
+  const end = points.length - 1;
+  const width = Math.ceil(Math.max(points[end][0] - first - 1, 1) / Math.floor((target - 2) / 2));
+  const bucketOf = (i) => Math.floor((points[i][0] - first - 1) / width);
   const out = [points[0]];
-  for (let b = 0; b < buckets; b++) {
-    const start = 1 + Math.floor((b * (points.length - 2)) / buckets);
-    const end = 1 + Math.floor(((b + 1) * (points.length - 2)) / buckets);
+  for (let i = 1; i < end; ) {
+    const start = i, bucket = bucketOf(i);
     let lo = null, hi = null;
-    for (let i = start; i < end; i++) {
+    for (; i < end && bucketOf(i) === bucket; i++) {
       const v = points[i][1];
       if (v === null) continue;
       if (lo === null || v < points[lo][1]) lo = i;
       if (hi === null || v > points[hi][1]) hi = i;
     }
-    for (const i of [...new Set([lo, hi])].filter((x) => x !== null).sort((a, b) => a - b)) out.push(points[i]);
+    const kept = lo === null ? [start] : [...new Set([lo, hi])].sort((a, b) => a - b);
+    for (const k of kept) out.push(points[k]);
   }
-  out.push(points[points.length - 1]);
+  out.push(points[end]);
   return out;
 }
 
