@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from api.deps import Services
 from api.errors import install_error_handlers
 from api.event_bus import install_event_bus
+from api.monitoring import install_monitoring
 from api.routes import (
     artifacts,
     catalogue,
@@ -22,6 +23,7 @@ from api.routes import (
     health,
     keys,
     metrics,
+    monitoring,
     replays,
 )
 from api.routes import session as session_routes
@@ -41,7 +43,8 @@ download its checkpoints. Every error is `{"error": {"code", "message", "fields"
 Every route that reads or changes a project's data needs a key of that project, sent as
 `Authorization: Bearer mfk_...` (or the dashboard's session cookie). `viewer` keys read, `member`
 keys also submit, cancel and resume, `admin` keys also manage the project's keys. Only `/healthz`,
-`/readyz`, `/v1/algorithms` and the sign-in route are open.
+`/readyz`, `/metrics` (Prometheus; counts over all projects, naming none), `/v1/algorithms` and the
+sign-in route are open.
 """
 
 
@@ -76,6 +79,7 @@ def create_app(
     app.add_middleware(BrowserSafety)
     install_error_handlers(app)
     install_event_bus(app, settings)
+    install_monitoring(app)
     for router in (
         experiments.router,
         artifacts.router,
@@ -86,6 +90,7 @@ def create_app(
         session_routes.router,
         catalogue.router,
         health.router,
+        monitoring.router,
         dashboard.router,
     ):
         app.include_router(router)

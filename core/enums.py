@@ -1,4 +1,5 @@
-"""The service's closed vocabularies: an experiment's status and the kinds of its events."""
+"""The service's closed vocabularies: an experiment's status, the kinds of its events, the roles of
+keys and the classes of failures."""
 
 from __future__ import annotations
 
@@ -56,3 +57,23 @@ class Role(StrEnum):
         """True when this role may do what ``needed`` may."""
         order = list(Role)
         return order.index(self) >= order.index(needed)
+
+
+class FailureClass(StrEnum):
+    """Why a failed run failed, in a few words a dashboard can group by (``GET /metrics``); read
+    from its ``status_reason`` by ``core.repositories.stats``."""
+
+    LOST_WORKER = "lost_worker"
+    """Its worker was lost and it was not restarted (``max_restarts`` spent)."""
+    OVER_MEMORY = "over_memory"
+    """Its process grew above the memory budget and its worker stopped it."""
+    TIME_LIMIT = "time_limit"
+    """It trained longer than the run time limit."""
+    NONFINITE_LOSS = "nonfinite_loss"
+    """A loss became NaN or infinite."""
+    PROCESS_DIED = "process_died"
+    """Its process died without recording an end (a signal, the kernel's OOM killer)."""
+    BROKER_UNREACHABLE = "broker_unreachable"
+    """It could not be queued: the broker was unreachable."""
+    ERROR = "error"
+    """Anything else: an error the run raised, a spec no longer valid."""

@@ -14,6 +14,7 @@ from celery import Celery
 from kombu import Exchange, Queue  # type: ignore[attr-defined]
 
 from core.settings import Settings
+from core.streaming import redis_url_of
 from learners.enums import Backend
 
 RUN_TASK = "marlforge.run_experiment"
@@ -105,6 +106,33 @@ class CeleryDispatcher:
         except Exception as exc:  # any failure means "not ready"; the reason goes to the caller
             return f"broker unreachable: {exc}"
         return None
+
+
+def waiting_messages(settings: Settings) -> dict[Backend, int] | None:
+    """How many messages wait in each backend's queue, as the broker counts them: the length of
+    Redis's list of that name (``LLEN``), or the embedded broker's message files of that queue.
+    A message a worker has taken (its running job, unacknowledged until the run ends) no longer
+    waits. None for a broker this cannot ask; raises when the broker cannot be reached."""
+    names = {backend: queue_name(settings, backend) for backend in Backend}
+    if settings.uses_embedded_broker:
+        # kombu's filesystem transport names each message file "<time>_<uuid>.<queue>.msg".
+        folder = settings.broker_dir / "queue"
+        files = [path.name for path in folder.glob("*.msg")] if folder.is_dir() else []
+        return {b: sum(f.endswith(f".{name}.msg") for f in files) for b, name in names.items()}
+    url = redis_url_of(settings)
+    if url is None:
+        return None
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+    try:
+        with client.pipeline(transaction=False) as pipe:
+            for name in names.values():
+                pipe.llen(name)
+            lengths = pipe.execute()
+    finally:
+        client.close()
+    return {backend: int(length) for backend, length in zip(names, lengths, strict=True)}
 
 
 def _writable(folder: Path) -> bool:

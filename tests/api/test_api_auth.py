@@ -21,7 +21,7 @@ from tests.auth_support import bearer
 
 pytestmark = pytest.mark.integration
 
-OPEN_ROUTES = {"/healthz", "/readyz", "/v1/algorithms", "/v1/session"}
+OPEN_ROUTES = {"/healthz", "/readyz", "/metrics", "/v1/algorithms", "/v1/session"}
 SAFE = {"GET", "HEAD"}
 
 
