@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     checkpoint (``max_restarts`` in its spec)."""
     reaper_interval_s: float = Field(default=10.0, gt=0, le=600)
     """How often the API looks for runs whose lease lapsed."""
+    worker_deaf_after_s: float = Field(default=60.0, ge=1, le=3600)
+    """A worker idle while messages have waited in its queues this long is not consuming (a lost
+    broker connection): it stops itself, to be restarted by its supervisor."""
     worker_name: str = Field(default="", max_length=200)
     """The worker's identity in leases and in the API (``worker_id``); empty: ``<host>-<pid>``."""
     shutdown_grace_s: float = Field(default=90.0, gt=0)

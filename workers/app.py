@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from typing import Any
 
-from celery.signals import worker_init
+from celery.signals import (
+    task_postrun,
+    task_prerun,
+    worker_init,
+    worker_ready,
+    worker_shutting_down,
+)
 
 from core.queue import make_celery
 from core.settings import get_settings
 from workers.threads import THREAD_VARIABLES, limit_threads
+from workers.watchdog import Watchdog, queue_lengths
 
 log = logging.getLogger(__name__)
 
@@ -30,3 +38,44 @@ def _limit_threads(**_: Any) -> None:
     limit_threads(threads)
     effective = ", ".join(f"{name}={os.environ.get(name, 'unset')}" for name in THREAD_VARIABLES)
     log.info("framework CPU threads (MARLFORGE_WORKER_THREADS=%d): %s", threads, effective)
+
+
+# The consumer watchdog (workers.watchdog): a worker idle while its queues hold messages is deaf.
+_busy = threading.Event()
+_watchdogs: list[Watchdog] = []
+
+
+@task_prerun.connect  # type: ignore[untyped-decorator]
+def _job_started(**_: Any) -> None:
+    _busy.set()
+
+
+@task_postrun.connect  # type: ignore[untyped-decorator]
+def _job_ended(**_: Any) -> None:
+    _busy.clear()
+
+
+@worker_ready.connect  # type: ignore[untyped-decorator]
+def _watch_consumer(sender: Any, **_: Any) -> None:
+    settings = get_settings()
+    queues = sorted(sender.app.amqp.queues.consume_from)
+    waiting = queue_lengths(sender.app, queues)
+    _watchdogs.append(
+        Watchdog(
+            waiting,
+            _busy.is_set,
+            settings.worker_deaf_after_s,
+            min(5.0, settings.worker_deaf_after_s / 4),
+        ).start()
+    )
+    log.info(
+        "consumer watchdog on %s: stops this worker after %.0f s idle beside waiting messages",
+        ", ".join(queues),
+        settings.worker_deaf_after_s,
+    )
+
+
+@worker_shutting_down.connect  # type: ignore[untyped-decorator]
+def _stop_watching(**_: Any) -> None:
+    for watchdog in _watchdogs:
+        watchdog.stop()
