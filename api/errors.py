@@ -17,8 +17,10 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from core.db import is_transient
 from core.errors import BrokerUnavailable, Conflict, NotFound, QuotaExceeded, ServiceError
 
 log = logging.getLogger(__name__)
@@ -163,6 +165,18 @@ def allowed_methods(app: FastAPI, path: str) -> list[str]:
     return sorted(methods) or ["GET"]
 
 
+async def _database_error(request: Request, exc: Exception) -> JSONResponse:
+    if not is_transient(exc):
+        return await _unexpected(request, exc)
+    # The connection was lost (a restarted or failed-over server, a terminated connection): the
+    # next request gets a new one.
+    log.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
+    detail = ErrorDetail(
+        code="database_unavailable", message="the database is unreachable; try again shortly"
+    )
+    return error_json(503, detail, {"retry-after": "1"})
+
+
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     detail = ErrorDetail(code="internal_error", message="an unexpected error occurred")
@@ -175,6 +189,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ServiceError, _service_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(DBAPIError, _database_error)
     app.add_exception_handler(Exception, _unexpected)
 
 
@@ -191,7 +206,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         415: "The body is not declared as JSON (`Content-Type: application/json`).",
         422: "A field is invalid; `error.fields` names it.",
         429: "A project quota is reached; `Retry-After` says when to try again.",
-        503: "The broker is unreachable.",
+        503: "The broker or the database is unreachable (`Retry-After` when it is the database).",
     }.items()
 }
 

@@ -6,12 +6,47 @@ The schema is built by Alembic (``marlforge migrate``); nothing here creates tab
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from sqlalchemy import DateTime, Engine, create_engine, event
 from sqlalchemy.engine import Dialect, make_url
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.types import TypeDecorator
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+RETRY_DELAYS_S = (0.25, 0.5, 1.0, 2.0, 4.0)
+"""The waits between the attempts of ``retry_transient`` (about 8 s in all)."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for a lost database connection (the server restarted, the connection was terminated,
+    a failover): the same transaction may succeed on a new connection."""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    return isinstance(exc, OperationalError)
+
+
+def retry_transient(operation: Callable[[], T], what: str) -> T:
+    """Run ``operation`` (one whole transaction, in a session of its own) again when the database
+    connection was lost in it; the error of the last attempt propagates. A transaction that died
+    before its commit left nothing behind, so running it again writes it once."""
+    for delay in (*RETRY_DELAYS_S, None):
+        try:
+            return operation()
+        except DBAPIError as exc:
+            if delay is None or not is_transient(exc):
+                raise
+            log.warning("%s: the database connection was lost (%s); again in %.2f s",
+                        what, type(exc.orig).__name__, delay)  # fmt: skip
+            time.sleep(delay)
+    raise AssertionError("unreachable")
 
 
 def utcnow() -> dt.datetime:

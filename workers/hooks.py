@@ -17,7 +17,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from core.db import retry_transient
 from core.enums import EventKind, ExperimentStatus
+from core.models import Checkpoint
 from core.repositories import (
     CheckpointRepository,
     EventRepository,
@@ -25,7 +27,7 @@ from core.repositories import (
     MetricRepository,
     MetricWrite,
 )
-from core.storage import ArtifactStorage
+from core.storage import ArtifactStorage, StoredFile
 from learners.hooks import MetricPoint
 
 log = logging.getLogger(__name__)
@@ -103,14 +105,20 @@ class DatabaseHooks:
         if self.stop_cause == StopCause.LOST:
             return  # the run is another worker's now: its checkpoints are its own
         stored = self.storage.write_checkpoint(self.experiment_id, int(step), write)
+        pruned = retry_transient(
+            lambda: self._record_checkpoint(int(step), stored), "recording a checkpoint"
+        )
+        # Files go only after their records: a crash in between leaves an orphan file, never a
+        # record pointing at nothing.
+        for old in pruned:
+            self.storage.delete(old.path)
+
+    def _record_checkpoint(self, step: int, stored: StoredFile) -> list[Checkpoint]:
+        """Record the checkpoint file and prune the oldest; the pruned rows."""
         with self.session_factory() as session:
             checkpoints = CheckpointRepository(session)
             row = checkpoints.record(
-                self.experiment_id,
-                int(step),
-                stored.relative_path,
-                stored.size_bytes,
-                stored.sha256,
+                self.experiment_id, step, stored.relative_path, stored.size_bytes, stored.sha256
             )
             pruned = checkpoints.beyond(self.experiment_id, self.keep_last)
             checkpoints.delete(pruned)
@@ -126,10 +134,7 @@ class DatabaseHooks:
                 },
             )
             session.commit()
-        # Files go only after their records: a crash in between leaves an orphan file, never a
-        # record pointing at nothing.
-        for old in pruned:
-            self.storage.delete(old.path)
+        return pruned
 
     def should_stop(self) -> bool:
         if self.stop_cause is None and self.shutdown_requested():
@@ -151,10 +156,29 @@ class DatabaseHooks:
             self.flush()
 
     def flush(self) -> None:
-        """Write everything buffered in one transaction and re-read the status."""
+        """Write everything buffered in one transaction and re-read the status. A connection
+        lost in the middle is retried on a new one (``core.db.retry_transient``); if the database
+        stays away, the batch is kept for the next flush and the error propagates."""
         self._next_flush = time.monotonic() + self.poll_interval_s
         metrics, self._metrics = self._metrics, []
         logs, self._logs = self._logs, []
+        try:
+            status = retry_transient(
+                lambda: self._write(metrics, logs), "writing the run's reports"
+            )
+        except Exception:
+            self._metrics, self._logs = metrics + self._metrics, logs + self._logs
+            raise
+        if status is None:
+            self._lost()
+            return
+        self._written_step = self.step
+        self._notice(status)
+
+    def _write(
+        self, metrics: list[MetricWrite], logs: list[dict[str, Any]]
+    ) -> ExperimentStatus | None:
+        """One flush's transaction; the status it read, or None when the run is not this one's."""
         with self.session_factory() as session:
             events = EventRepository(session)
             experiments = ExperimentRepository(session)
@@ -163,8 +187,7 @@ class DatabaseHooks:
             status, holder = experiments.holder(self.experiment_id)
             if not self._holds(status, holder):
                 session.rollback()
-                self._lost()
-                return
+                return None
             latest = self._write_metrics(session, metrics)
             experiments.set_progress(self.experiment_id, self.step, latest)
             if self.step != self._written_step:
@@ -176,8 +199,7 @@ class DatabaseHooks:
             for entry in logs:
                 events.add(self.experiment_id, EventKind.LOG, entry)
             session.commit()
-        self._written_step = self.step
-        self._notice(status)
+        return status
 
     def _write_metrics(self, session: Session, metrics: list[MetricWrite]) -> dict[str, Any] | None:
         if not metrics:

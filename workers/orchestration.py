@@ -23,10 +23,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from core import leases
-from core.db import make_engine, make_session_factory, utcnow
+from core.db import make_engine, make_session_factory, retry_transient, utcnow
 from core.enums import EventKind, ExperimentStatus
 from core.lifecycle import transition
-from core.models import Experiment
+from core.models import Checkpoint, Experiment
 from core.repositories import (
     CheckpointRepository,
     EventRepository,
@@ -147,7 +147,6 @@ def _train(
 ) -> Outcome:
     experiment_id, spec, limits = job.experiment_id, job.spec, job.limits
     run = _Held(experiment_id, session_factory, job.worker_id)
-    resume_from = _prepare_resume(experiment_id, session_factory, storage)
     hooks = DatabaseHooks(
         experiment_id,
         session_factory,
@@ -159,9 +158,12 @@ def _train(
         shutdown_requested=shutdown_requested,
         worker_id=job.worker_id,
     )
+    # A run that fails before it trains (its checkpoint is missing) keeps the step it shows.
+    hooks.step = retry_transient(lambda: _step_of(session_factory, experiment_id), "reading")
     try:
         from learners.training import train
 
+        resume_from = _prepare_resume(experiment_id, session_factory, storage)
         train(spec, hooks, resume_from=resume_from)
         hooks.flush()
     except Exception as exc:
@@ -248,15 +250,29 @@ def _prepare_resume(
     """The checkpoint to continue from; forget metrics and checkpoints after it (they will be
     computed again on the same step axis)."""
     storage.remove_partials(experiment_id)
+    latest, stale = retry_transient(
+        lambda: _forget_after_latest(experiment_id, session_factory, storage),
+        "finding the checkpoint to resume from",
+    )
+    for row in stale:
+        storage.delete(row.path)
+    return storage.resolve(latest.path) if latest is not None else None
+
+
+def _forget_after_latest(
+    experiment_id: str, session_factory: sessionmaker[Session], storage: ArtifactStorage
+) -> tuple[Checkpoint | None, list[Checkpoint]]:
+    """The latest checkpoint, and the records after it, deleted with the metrics after it (the
+    run computes them again). A latest checkpoint whose file is gone fails the run and deletes
+    nothing: a fault never erases what a run has recorded."""
     with session_factory() as session:
         checkpoints = CheckpointRepository(session)
         latest = checkpoints.latest(experiment_id)
-        while latest is not None and not storage.resolve(latest.path).is_file():
-            log.warning(
-                "checkpoint %s of %s is missing on disk; skipping it", latest.id, experiment_id
+        if latest is not None and not storage.resolve(latest.path).is_file():
+            raise MissingCheckpoint(
+                f"the checkpoint at step {latest.step:,} ({latest.path}) is missing from the "
+                "artifact storage, so the run cannot continue from it; its records are kept"
             )
-            checkpoints.delete([latest])
-            latest = checkpoints.latest(experiment_id)
         step = latest.step if latest is not None else 0
         stale = checkpoints.after(experiment_id, step)
         checkpoints.delete(stale)
@@ -265,9 +281,11 @@ def _prepare_resume(
             experiment_id, step, None if latest is not None else {}
         )
         session.commit()
-    for row in stale:
-        storage.delete(row.path)
-    return storage.resolve(latest.path) if latest is not None else None
+    return latest, stale
+
+
+class MissingCheckpoint(RuntimeError):
+    """The checkpoint a run must continue from is not in the artifact storage."""
 
 
 def _record_end(run: _Held, hooks: DatabaseHooks, limits: RunLimits) -> Outcome:
@@ -396,6 +414,19 @@ def _finish(
     reason: str | None,
     only_from: list[ExperimentStatus] | None = None,
 ) -> bool:
+    """Record the run's end (or its return to the queue); False when it was not this worker's
+    to end. A lost connection is retried."""
+    return retry_transient(
+        lambda: _finish_once(run, to, reason, only_from), f"recording that the run is {to}"
+    )
+
+
+def _finish_once(
+    run: _Held,
+    to: ExperimentStatus,
+    reason: str | None,
+    only_from: list[ExperimentStatus] | None,
+) -> bool:
     finished_at = None if to == S.QUEUED else utcnow()
     with run.session_factory() as session:
         moved = transition(
@@ -415,6 +446,13 @@ def _finish(
 def _end_in_log(run: _Held, to: ExperimentStatus, reason: str, step: int) -> None:
     """``_finish`` for a run whose process was stopped: the reason goes to the run's log too,
     where the run itself would have written it."""
+    retry_transient(
+        lambda: _end_in_log_once(run, to, reason, step), f"recording that the run is {to}"
+    )
+    log.warning("experiment %s: %s", run.experiment_id, reason)
+
+
+def _end_in_log_once(run: _Held, to: ExperimentStatus, reason: str, step: int) -> None:
     with run.session_factory() as session:
         moved = transition(
             session, run.experiment_id, [S.RUNNING, S.CANCELLING], to, reason,
@@ -425,7 +463,6 @@ def _end_in_log(run: _Held, to: ExperimentStatus, reason: str, step: int) -> Non
             entry = {"level": level, "message": reason, "step": step}
             EventRepository(session).add(run.experiment_id, EventKind.LOG, entry)
         session.commit()
-    log.warning("experiment %s: %s", run.experiment_id, reason)
 
 
 def _flush_quietly(hooks: DatabaseHooks) -> None:

@@ -4,7 +4,6 @@ transport (kombu's filesystem transport in the test's temporary folder)."""
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from core.enums import Role
 from core.settings import Settings
 from core.storage import ArtifactStorage
 from tests.auth_support import bearer
+from tests.broker_support import queued_messages as broker_messages
 
 EXAMPLE_SPEC = Path(__file__).resolve().parents[2] / "examples" / "ddpg_pendulum.json"
 
@@ -124,18 +124,6 @@ def queued_messages(settings: Settings) -> Callable[[], list[dict[str, Any]]]:
     """Reads the Celery messages waiting in the embedded broker's folder (queue, task, args)."""
 
     def read() -> list[dict[str, Any]]:
-        folder = settings.broker_dir / "queue"
-        messages = []
-        for path in sorted(folder.glob("*.msg")) if folder.is_dir() else []:
-            payload = json.loads(path.read_text())
-            body = json.loads(base64.b64decode(payload["body"]))
-            messages.append(
-                {
-                    "queue": path.name.partition(".")[2][: -len(".msg")],
-                    "task": payload["headers"]["task"],
-                    "args": body[0],
-                }
-            )
-        return messages
+        return broker_messages(settings)
 
     return read

@@ -23,6 +23,7 @@ from core.repositories import CheckpointRepository
 from core.settings import Settings
 from learners.spec import parse_spec
 from tests.auth_support import default_project_id
+from tests.broker_support import queued_messages as broker_messages
 
 S = ExperimentStatus
 TTL = 60.0
@@ -47,9 +48,9 @@ def dispatcher(settings: Settings) -> CeleryDispatcher:
     return CeleryDispatcher(settings)
 
 
-def queued_messages(settings: Settings) -> int:
-    """Messages waiting in the embedded broker (one file each)."""
-    return sum(1 for _ in (settings.broker_dir / "queue").glob("*.msg"))
+def queued_messages(settings: Settings, experiment_id: str) -> int:
+    """Messages for the experiment waiting in the embedded broker."""
+    return sum(m["args"] == [experiment_id] for m in broker_messages(settings))
 
 
 @pytest.fixture
@@ -92,7 +93,7 @@ def test_a_run_whose_lease_lapsed_is_queued_again_from_its_checkpoint_with_a_rea
     experiment_id = start()
     CheckpointRepository(session).record(experiment_id, 30_000, "x/30000.ckpt", 10, "0" * 64)
     session.commit()
-    waiting = queued_messages(settings)
+    waiting = queued_messages(settings, experiment_id)
 
     assert (
         reaped(leases.reap(rollback_sessions, dispatcher, TTL, now=later(TTL / 2)), experiment_id)
@@ -110,7 +111,8 @@ def test_a_run_whose_lease_lapsed_is_queued_again_from_its_checkpoint_with_a_rea
     run = experiments.get(session, experiment_id)
     assert (run.status, run.status_reason, run.restarts) == (S.QUEUED, reason, 1)
     assert run.lease_expires_at is None and run.worker_id == "w-3"
-    assert queued_messages(settings) == waiting + 1  # dispatched again, not left to the broker
+    # Dispatched again, not left to the broker's redelivery.
+    assert queued_messages(settings, experiment_id) == waiting + 1
     last = session.scalars(
         select(StatusTransition)
         .where(StatusTransition.experiment_id == experiment_id)
@@ -211,11 +213,11 @@ def test_two_reapers_take_a_run_over_once(
     start: Callable[..., str],
 ) -> None:
     experiment_id = start()
-    waiting = queued_messages(settings)
+    waiting = queued_messages(settings, experiment_id)
     first = leases.reap(rollback_sessions, dispatcher, TTL, now=later(TTL + 1))
     second = leases.reap(rollback_sessions, dispatcher, TTL, now=later(TTL + 2))
     assert len(reaped(first, experiment_id)) == 1 and reaped(second, experiment_id) == []
-    assert queued_messages(settings) == waiting + 1
+    assert queued_messages(settings, experiment_id) == waiting + 1
 
 
 def test_a_dead_workers_runs_are_released_at_once_and_no_one_elses(

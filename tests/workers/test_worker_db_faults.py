@@ -1,0 +1,121 @@
+"""The database's connections cut under a running job: ``pg_terminate_backend`` on every
+connection of the test's database, idle ones and ones inside a transaction, from another
+connection, while a real run trains in its own process. The run must finish with its metrics
+whole (none lost, none twice) and its events unique."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, create_engine, select, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from core.enums import ExperimentStatus
+from core.models import Experiment, ExperimentEvent, MetricPointRow
+from core.storage import ArtifactStorage
+from workers.orchestration import Outcome, RunLimits, run_experiment
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+IN_A_TRANSACTION = "state IN ('active', 'idle in transaction')"
+
+
+class Cutter:
+    """Terminates the other connections of the database, from a connection of its own."""
+
+    def __init__(self, pg_url: str) -> None:
+        self.engine: Engine = create_engine(pg_url, isolation_level="AUTOCOMMIT")
+        self.cut_mid_transaction = 0
+        self.cut_idle = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _terminate(self, where: str) -> int:
+        query = text(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+            f"WHERE datname = current_database() AND pid <> pg_backend_pid() AND {where}"
+        )
+        with self.engine.connect() as connection:
+            return int(connection.execute(query).scalar_one())
+
+    def _loop(self) -> None:
+        rounds = 0
+        while not self._stop.wait(0.02):
+            # Mostly connections inside a transaction (a flush, a renewal); now and then all.
+            self.cut_mid_transaction += self._terminate(IN_A_TRANSACTION)
+            rounds += 1
+            if rounds % 25 == 0:
+                self.cut_idle += self._terminate("state = 'idle'")
+            if self.cut_mid_transaction >= 6:
+                return
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        self.engine.dispose()
+
+
+def _keys(sessions: sessionmaker[Session], experiment_id: str) -> list[tuple[int, str]]:
+    with sessions() as session:
+        rows = session.execute(
+            select(MetricPointRow.step, MetricPointRow.name)
+            .where(MetricPointRow.experiment_id == experiment_id)
+            .order_by(MetricPointRow.step, MetricPointRow.name)
+        ).all()
+    return [(int(s), str(n)) for s, n in rows]
+
+
+def test_a_run_survives_its_database_connections_cut_mid_transaction(
+    submit: Callable[..., str],
+    tiny_spec: Callable[..., dict[str, Any]],
+    session_factory: sessionmaker[Session],
+    storage: ArtifactStorage,
+    limits: RunLimits,
+    pg_url: str,
+) -> None:
+    spec = tiny_spec(total_steps=2400, checkpoint={"every_steps": 400, "keep_last": 2})
+    reference = submit(spec)
+    assert run_experiment(reference, session_factory, storage, limits) == Outcome.DONE
+
+    cut = submit(spec)
+    result: list[Outcome] = []
+    thread = threading.Thread(
+        target=lambda: result.append(run_experiment(cut, session_factory, storage, limits))
+    )
+    thread.start()
+    deadline = time.monotonic() + 120
+    while True:
+        with session_factory() as session:
+            if (session.get(Experiment, cut) or Experiment()).step >= 200:
+                break
+        assert time.monotonic() < deadline, "the run never started"
+        time.sleep(0.05)
+    cutter = Cutter(pg_url)
+    cutter.start()
+    thread.join(timeout=300)
+    cutter.stop()
+
+    assert cutter.cut_mid_transaction >= 1, "no connection was cut inside a transaction"
+    assert result == [Outcome.DONE]
+    with session_factory() as session:
+        row = session.get(Experiment, cut, populate_existing=True)
+        assert row is not None
+        assert (row.status, row.step, row.attempts) == (ExperimentStatus.SUCCEEDED, 2400, 1)
+        ids = list(
+            session.scalars(
+                select(ExperimentEvent.id)
+                .where(ExperimentEvent.experiment_id == cut)
+                .order_by(ExperimentEvent.id)
+            )
+        )
+    assert len(ids) == len(set(ids))
+    # Every point the uninterrupted run reported, at the same steps, once.
+    assert _keys(session_factory, cut) == _keys(session_factory, reference)
+    print(f"connections cut: {cutter.cut_mid_transaction} in a transaction, {cutter.cut_idle} idle")
