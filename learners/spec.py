@@ -123,6 +123,10 @@ class SpecEnvelope(BaseModel):
     max_restarts: int = Field(default=3, ge=0, le=100)
     """How many times the run is restarted from its latest checkpoint after losing its worker (a
     killed or preempted machine); one more loss fails it. ``0`` fails it at the first loss."""
+    fail_on_nonfinite_loss: bool = True
+    """Fail the run at the first update whose loss is NaN or infinite, with the reason
+    ``non-finite loss at step N: learner/<name> = nan``; ``false`` trains on regardless (such a
+    value is stored as ``null``)."""
 
 
 class ExperimentSpec(SpecEnvelope):

@@ -11,10 +11,15 @@ Reported metrics: ``train/episode_return`` (the mean over agents of each agent's
 return, averaged over the episodes that ended since the last report), ``train/episode_length``,
 ``eval/episode_return``, ``eval/episode_length``, ``perf/steps_per_second`` (training steps only:
 time spent evaluating and checkpointing is left out) and the learner's stats as ``learner/<name>``.
+
+Every update's losses (its stats named ``loss`` or ``loss_...``) are checked as they arrive: a NaN
+or infinite one ends the run with ``NonFiniteLoss`` at that step, after reporting what was noted
+before it, unless the spec turns the guard off (``fail_on_nonfinite_loss``).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -70,6 +75,30 @@ class RunContext:
         keeps (the buffers' ``load_state``, the backends' module and optimiser loads)."""
         resume, self.resume = self.resume, None
         return resume
+
+
+class NonFiniteLoss(ValueError):
+    """An update's loss came out NaN or infinite. Every later update would learn from it, so the run
+    fails; its message is the run's failure reason, naming the step and each such loss."""
+
+    def __init__(self, step: int, losses: Mapping[str, float]) -> None:
+        self.step = step
+        self.losses = dict(losses)
+        named = ", ".join(f"learner/{name} = {value}" for name, value in self.losses.items())
+        super().__init__(f"non-finite loss at step {step}: {named}")
+
+    def __reduce__(self) -> tuple[type[NonFiniteLoss], tuple[int, dict[str, float]]]:
+        return type(self), (self.step, self.losses)
+
+
+def nonfinite_losses(stats: Mapping[str, float]) -> dict[str, float]:
+    """The losses among one update's ``stats`` (named ``loss`` or ``loss_...`` in every
+    algorithm) whose value is NaN or infinite."""
+    return {
+        name: float(value)
+        for name, value in stats.items()
+        if name.startswith("loss") and not math.isfinite(value)
+    }
 
 
 class Every:
@@ -205,6 +234,18 @@ class Loop:
     def done(self) -> bool:
         """The budget is spent."""
         return self._ctx.step >= self._ctx.spec.total_steps
+
+    def stats(self, stats: Mapping[str, float]) -> None:
+        """Note one update's stats; a NaN or infinite loss among them raises ``NonFiniteLoss`` at
+        the current step (unless ``spec.fail_on_nonfinite_loss`` is off: then it is reported like
+        any value, and the host stores what it can of it)."""
+        ctx = self._ctx
+        if ctx.spec.fail_on_nonfinite_loss and (bad := nonfinite_losses(stats)):
+            # What the earlier updates and episodes noted goes out first: the losses on their way
+            # up are what a person reads to see why this one blew up.
+            self.reporter.flush(ctx.step)
+            raise NonFiniteLoss(ctx.step, bad)
+        self.reporter.stats(stats)
 
     def _evaluate(self) -> None:
         start = time.perf_counter()

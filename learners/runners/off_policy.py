@@ -200,7 +200,7 @@ class OffPolicyRunner:
             return
         self.update_debt += info.num_envs * self.config.updates_per_step
         while self.update_debt >= 1.0:
-            loop.reporter.stats(self._update().as_dict())
+            loop.stats(self._update().as_dict())
             self.update_debt -= 1.0
             self.updates += 1
 

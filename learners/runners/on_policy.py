@@ -97,7 +97,7 @@ class OnPolicyRunner:
         )
         self.ctx.step += buffer.length * self.ctx.env.info.num_envs
         self.learner.lr_decay(self.ctx.step, self.ctx.spec.total_steps)
-        loop.reporter.stats(self.learner.update(buffer).as_dict())
+        loop.stats(self.learner.update(buffer).as_dict())
 
 
 def collect_rollout(

@@ -13,9 +13,15 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from core import experiments, leases
-from core.enums import ExperimentStatus
+from core.enums import EventKind, ExperimentStatus
 from core.lifecycle import transition
-from core.models import Checkpoint, Experiment, MetricPointRow, StatusTransition
+from core.models import (
+    Checkpoint,
+    Experiment,
+    ExperimentEvent,
+    MetricPointRow,
+    StatusTransition,
+)
 from core.queue import CeleryDispatcher
 from core.repositories import CheckpointRepository, MetricRepository
 from core.storage import ArtifactStorage
@@ -206,6 +212,62 @@ def test_a_run_that_raises_fails_with_the_message(
     assert row.status == S.FAILED
     assert row.status_reason is not None and "cuda" in row.status_reason.lower()
     assert row.finished_at is not None
+
+
+def test_a_run_whose_loss_becomes_nan_fails_and_keeps_what_it_reported(
+    submit: Callable[..., str],
+    tiny_spec: Callable[..., dict[str, Any]],
+    session_factory: sessionmaker[Session],
+    storage: ArtifactStorage,
+    limits: RunLimits,
+) -> None:
+    # PPO at step size 1 with a large entropy bonus and no clipping: the policy's std overflows
+    # and the tenth update's loss is NaN (tests/learners/test_learners_nonfinite.py).
+    diverging = tiny_spec(
+        total_steps=1000,
+        name="diverging-ippo",
+        algorithm="ippo",
+        env={
+            "suite": "mpe",
+            "id": "simple_spread_v3",
+            "num_envs": 2,
+            "kwargs": {"continuous_actions": True},
+        },
+        hyperparameters={
+            "hidden_sizes": [32, 32],
+            "learning_rate": 1.0,
+            "linear_lr_decay": False,
+            "entropy_coef": 10.0,
+            "max_grad_norm": None,
+            "epochs": 10,
+            "rollout_length": 25,
+        },
+    )
+    experiment_id = submit(diverging)
+
+    outcome = run_experiment(experiment_id, session_factory, storage, limits)
+
+    assert outcome == Outcome.DONE
+    row = _experiment(session_factory, experiment_id)
+    assert row.status == S.FAILED and row.finished_at is not None
+    assert row.status_reason is not None
+    assert row.status_reason.startswith("non-finite loss at step 500: learner/loss = nan")
+    assert row.step == 500
+    keys = _metric_keys(session_factory, experiment_id)
+    assert [step for step, name in keys if name == "learner/loss"] == [200, 400, 500]
+    assert {(200, "eval/episode_return"), (400, "eval/episode_return")} <= set(keys)
+    assert row.latest_metrics["learner/loss"]["step"] == 500
+    assert row.latest_metrics["learner/loss"]["value"] is not None
+    assert _checkpoint_steps(session_factory, experiment_id) == [200, 400]
+    with session_factory() as session:
+        logged = session.scalars(
+            select(ExperimentEvent.payload).where(
+                ExperimentEvent.experiment_id == experiment_id,
+                ExperimentEvent.kind == EventKind.LOG,
+            )
+        ).all()
+    errors = [entry["message"] for entry in logged if entry["level"] == "error"]
+    assert errors == [f"the run failed: {row.status_reason}"]
 
 
 def test_a_job_for_a_held_run_is_dropped_and_a_lapsed_one_is_taken_over_from_its_checkpoint(
