@@ -99,7 +99,11 @@ def write(path: Path | str, tensors: Mapping[str, NDArray[Any]], manifest: Manif
     # (np.ascontiguousarray would turn 0-d counters into 1-d arrays.)
     arrays = {name: np.require(value, requirements="C") for name, value in tensors.items()}
     metadata = {MANIFEST_KEY: manifest.model_dump_json()}
-    safetensors.numpy.save_file(arrays, str(path), metadata=metadata)
+    try:
+        safetensors.numpy.save_file(arrays, str(path), metadata=metadata)
+    except safetensors.SafetensorError as exc:
+        # safetensors reports a full or failing disk as its own error: say it is the file's.
+        raise OSError(f"writing {Path(path).name} failed: {exc}") from exc
 
 
 def read_manifest(path: Path | str) -> Manifest:

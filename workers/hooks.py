@@ -49,6 +49,10 @@ class StopCause(StrEnum):
     LOST = "lost"
 
 
+class ArtifactWriteError(RuntimeError):
+    """A checkpoint could not be written to the artifact storage."""
+
+
 class DatabaseHooks:
     """Training hooks that persist to the database and the artifact storage."""
 
@@ -104,7 +108,15 @@ class DatabaseHooks:
         self.flush()
         if self.stop_cause == StopCause.LOST:
             return  # the run is another worker's now: its checkpoints are its own
-        stored = self.storage.write_checkpoint(self.experiment_id, int(step), write)
+        try:
+            stored = self.storage.write_checkpoint(self.experiment_id, int(step), write)
+        except OSError as exc:
+            # Full or unwritable storage: the run fails with where and why. The temporary file
+            # is gone and the earlier checkpoints stay recorded and downloadable.
+            raise ArtifactWriteError(
+                f"the checkpoint at step {int(step):,} could not be written to the artifact "
+                f"storage ({self.storage.root}): {exc}"
+            ) from exc
         pruned = retry_transient(
             lambda: self._record_checkpoint(int(step), stored), "recording a checkpoint"
         )
