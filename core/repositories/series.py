@@ -193,11 +193,10 @@ def _postgres_settings(session: Session, **settings: str) -> Iterator[None]:
     before = [str(session.scalar(select(func.current_setting(n)))) for n in names]
     for name, value in settings.items():
         session.execute(select(func.set_config(name, value, True)))
-    try:
-        yield
-    finally:
-        for name, value in zip(names, before, strict=True):
-            session.execute(select(func.set_config(name, value, True)))
+    yield
+    # Not on an error: the failed transaction cannot run statements, and ends with its settings.
+    for name, value in zip(names, before, strict=True):
+        session.execute(select(func.set_config(name, value, True)))
 
 
 _SQLITE_BUCKETS = text(
