@@ -3,6 +3,8 @@
 - ``marlforge migrate``: bring the database to the newest schema.
 - ``marlforge api``: serve the HTTP API (uvicorn).
 - ``marlforge worker [--backend B ...]``: a Celery worker on the backends' queues (all by default).
+- ``marlforge worker-health``: exit 0 when the worker is healthy (its heartbeat file is
+  fresh: ``workers.health``), else 1; a container's health check.
 - ``marlforge up``: the laptop mode: migrate, then run the API and one worker for every backend as
   child processes (``core.localstack``: a child that dies is started again, and a dead worker's
   runs resume on the new one) until Ctrl-C or SIGTERM, which stops both (the worker checkpoints
@@ -24,7 +26,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
 
 from core.auth import cli as keys_cli
@@ -117,6 +119,12 @@ def cmd_worker(settings: Settings, backends: Sequence[Backend]) -> int:
     return 0
 
 
+def cmd_worker_health(settings: Settings) -> int:
+    """0 when the worker's heartbeat file is fresh, else 1 (``workers.health``)."""
+    main: Callable[[Settings], int] = importlib.import_module("workers.health").main
+    return main(settings)
+
+
 def cmd_up(settings: Settings, host: str, port: int) -> int:
     """Migrate, start the API and one worker, and stop both on Ctrl-C/SIGTERM."""
     settings.var_dir.mkdir(parents=True, exist_ok=True)
@@ -184,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="consume this backend's queue (repeatable; all backends when omitted)",
     )
+    sub.add_parser("worker-health", help="exit 0 when the worker's heartbeat is fresh, else 1")
     migrate = sub.add_parser("migrate", help="upgrade the database schema")
     migrate.add_argument("--revision", default="head", help="target revision (default: head)")
     _add_keys_parser(sub)
@@ -221,6 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_migrate(settings, args.revision)
     if args.command == "worker":
         return cmd_worker(settings, args.backend)
+    if args.command == "worker-health":
+        return cmd_worker_health(settings)
     if args.command == "keys":
         return cmd_keys(settings, args)
     host = args.host or settings.api_host

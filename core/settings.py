@@ -77,6 +77,16 @@ class Settings(BaseSettings):
     TensorFlow's pools, the learners' per-op threads), set when the worker starts. The networks
     are small: one thread per run, and more workers for more runs, uses the cores best."""
 
+    worker_heartbeat_file: Path = Path()
+    """The file a worker rewrites while it is connected and its broker answers, which
+    ``marlforge worker-health`` checks (``workers.health``); empty: ``<var_dir>/worker.heartbeat``.
+    One per worker: workers that share a var folder need one each."""
+    worker_heartbeat_interval_s: float = Field(default=5.0, gt=0, le=300)
+    """How often a worker rewrites its heartbeat file."""
+    worker_heartbeat_stale_s: float = Field(default=30.0, gt=0, le=3600)
+    """``marlforge worker-health``: a heartbeat older than this is a worker that is not healthy
+    (at least twice the interval)."""
+
     @model_validator(mode="after")
     def _check_queue_prefix(self) -> Settings:
         if any(c.isspace() or c == "," for c in self.queue_prefix):
@@ -85,6 +95,15 @@ class Settings(BaseSettings):
             raise ValueError(
                 "lease_ttl_s must be at least three poll intervals (poll_interval_s), or a slow "
                 "renewal would look like a lost worker"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_heartbeat(self) -> Settings:
+        if self.worker_heartbeat_stale_s < 2 * self.worker_heartbeat_interval_s:
+            raise ValueError(
+                "worker_heartbeat_stale_s must be at least two heartbeat intervals "
+                "(worker_heartbeat_interval_s), or one late beat would look like a dead worker"
             )
         return self
 
@@ -100,6 +119,9 @@ class Settings(BaseSettings):
         if not data.get("artifacts_dir"):
             data["artifacts_dir"] = var_dir / "artifacts"
         data["artifacts_dir"] = Path(data["artifacts_dir"]).expanduser().resolve()
+        if not data.get("worker_heartbeat_file"):
+            data["worker_heartbeat_file"] = var_dir / "worker.heartbeat"
+        data["worker_heartbeat_file"] = Path(data["worker_heartbeat_file"]).expanduser().resolve()
         return data
 
     @property

@@ -2,7 +2,9 @@
 
 Its configuration (queues, late acknowledgement, prefetch of one, visibility timeout) comes from
 ``core.queue`` so that the API, which only sends, and the workers agree on it. When a worker starts
-it caps the frameworks' CPU threads (``workers.threads``), before any job imports one.
+it caps the frameworks' CPU threads (``workers.threads``), before any job imports one; once its
+consumer is ready it keeps a heartbeat file fresh for ``marlforge worker-health``
+(``workers.health``).
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from celery.signals import (
     worker_shutting_down,
 )
 
-from core.queue import make_celery
+from core.queue import CeleryDispatcher, make_celery
 from core.settings import get_settings
+from workers import health
 from workers.threads import THREAD_VARIABLES, limit_threads
 from workers.watchdog import Watchdog, queue_lengths
 
@@ -79,3 +82,29 @@ def _watch_consumer(sender: Any, **_: Any) -> None:
 def _stop_watching(**_: Any) -> None:
     for watchdog in _watchdogs:
         watchdog.stop()
+
+
+# The heartbeat behind ``marlforge worker-health`` (workers.health): its file is removed when the
+# worker starts, so that one left by an earlier worker never vouches for this one, and rewritten
+# from the moment the consumer is ready.
+_heartbeats: list[health.Heartbeat] = []
+
+
+@worker_init.connect  # type: ignore[untyped-decorator]
+def _clear_heartbeat(**_: Any) -> None:
+    health.clear(get_settings().worker_heartbeat_file)
+
+
+@worker_ready.connect  # type: ignore[untyped-decorator]
+def _start_heartbeat(sender: Any, **_: Any) -> None:
+    settings = get_settings()
+    check = health.consumer_check(sender, CeleryDispatcher(settings, sender.app))
+    path, interval_s = settings.worker_heartbeat_file, settings.worker_heartbeat_interval_s
+    _heartbeats.append(health.Heartbeat(path, interval_s, check).start())
+    log.info("worker heartbeat: %s every %g s while the broker answers", path, interval_s)
+
+
+@worker_shutting_down.connect  # type: ignore[untyped-decorator]
+def _stop_heartbeat(**_: Any) -> None:
+    for heartbeat in _heartbeats:
+        heartbeat.stop()
