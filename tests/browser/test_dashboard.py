@@ -6,9 +6,12 @@ runs are compared. The tests run in this order and share the runs they start."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -283,3 +286,46 @@ def test_the_one_time_login_link_signs_in_once(
     again.tab.wait_for_selector("form#signin")
     assert "already used" in again.tab.inner_text("#signin-errors")
     again.allow_errors("401")
+
+
+def _worker_tree(stack_env: dict[str, str]) -> list[int]:
+    """The processes of the stack's worker (its own and its run's), found by their environment."""
+    from workers import proctree
+
+    prefix = f"MARLFORGE_QUEUE_PREFIX={stack_env['MARLFORGE_QUEUE_PREFIX']}".encode()
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+            environment = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"worker" in command and prefix in environment:
+            return proctree.tree(int(entry.name))
+    raise AssertionError("the stack's worker process was not found")
+
+
+def test_a_run_whose_worker_goes_silent_says_so(
+    page: Page, service: Api, tiny_spec: Any, stack_env: dict[str, str]
+) -> None:
+    created = service.submit(tiny_spec(total_steps=500_000, name="browser-silent"))
+    service.wait_until(created["id"], {"running"}, min_step=1, timeout=TRAINING_BUDGET_S)
+    page.open(f"#/runs/{created['id']}")
+    facts = page.tab.locator(".facts").inner_text().lower()  # the labels are styled upper case
+    assert "restarts\n0 of 3" in facts and "(held, heartbeat" in facts
+
+    # The worker and its run freeze (as on a hung or cut-off machine): no more heartbeats.
+    frozen = _worker_tree(stack_env)
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        # Silent after a quarter of the 60 s lease; the page rereads the run every 10 s.
+        page.tab.locator("#worker-silent").wait_for(timeout=45_000)
+        assert "has gone silent" in page.tab.inner_text("#worker-silent")
+        page.screenshot("run-worker-silent")
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+    # Back before its lease lapsed: the same worker goes on, and the warning goes away.
+    page.tab.locator("#worker-silent").wait_for(state="detached", timeout=30_000)
+    service.http.post(f"/v1/experiments/{created['id']}/cancel")
+    assert service.wait_until(created["id"], {"cancelled"}, timeout=120)["restarts"] == 0
