@@ -159,7 +159,9 @@ def _train(
         worker_id=job.worker_id,
     )
     # A run that fails before it trains (its checkpoint is missing) keeps the step it shows.
-    hooks.step = retry_transient(lambda: _step_of(session_factory, experiment_id), "reading")
+    hooks.step = retry_transient(
+        lambda: _step_of(session_factory, experiment_id), "reading the run's step"
+    )
     try:
         from learners.training import train
 

@@ -349,3 +349,34 @@ def test_an_unknown_experiment_id_is_dropped(
         run_experiment("01JAAAAAAAAAAAAAAAAAAAAAAA", session_factory, storage, limits)
         == Outcome.DONE
     )
+
+
+def test_a_resume_whose_checkpoint_file_is_gone_fails_and_keeps_every_record(
+    submit: Callable[..., str],
+    tiny_spec: Callable[..., dict[str, Any]],
+    session_factory: sessionmaker[Session],
+    storage: ArtifactStorage,
+    limits: RunLimits,
+    dispatcher: CeleryDispatcher,
+) -> None:
+    experiment_id = submit(tiny_spec(total_steps=400))
+    assert run_experiment(experiment_id, session_factory, storage, limits) == Outcome.DONE
+    with session_factory() as session:
+        transition(session, experiment_id, [S.SUCCEEDED], S.FAILED, "for the test")
+        session.commit()
+        experiments.resume(session, dispatcher, experiment_id)
+    checkpoints = _checkpoint_steps(session_factory, experiment_id)
+    metrics = _metric_keys(session_factory, experiment_id)
+    storage.checkpoint_dir(experiment_id).joinpath("step-000000000400.ckpt").unlink()
+
+    assert run_experiment(experiment_id, session_factory, storage, limits) == Outcome.DONE
+
+    row = _experiment(session_factory, experiment_id)
+    assert row.status == S.FAILED and row.step == 400
+    assert row.status_reason == (
+        "the checkpoint at step 400 (experiments/"
+        f"{experiment_id}/checkpoints/step-000000000400.ckpt) is missing from the artifact "
+        "storage, so the run cannot continue from it; its records are kept"
+    )
+    assert _checkpoint_steps(session_factory, experiment_id) == checkpoints == [200, 400]
+    assert _metric_keys(session_factory, experiment_id) == metrics
