@@ -58,6 +58,14 @@ class Settings(BaseSettings):
     checkpoint (``max_restarts`` in its spec)."""
     reaper_interval_s: float = Field(default=10.0, gt=0, le=600)
     """How often the API looks for runs whose lease lapsed."""
+    retention_days: int = Field(default=30, ge=0)
+    """A run finished longer ago than this is compacted (``core.retention``): its progress and
+    metrics events are deleted and its long metric series thinned; 0 turns compaction off."""
+    retention_max_points: int = Field(default=10_000, ge=1000)
+    """The points a compacted run keeps of each metric series at most (at least twice the
+    dashboard's 500-point chart, which stays exactly as it was)."""
+    retention_interval_s: float = Field(default=3600.0, gt=0)
+    """How often the API compacts the runs that are due."""
     worker_deaf_after_s: float = Field(default=60.0, ge=1, le=3600)
     """A worker idle while messages have waited in its queues this long is not consuming (a lost
     broker connection): it stops itself, to be restarted by its supervisor."""
