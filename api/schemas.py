@@ -106,6 +106,12 @@ class ExperimentOut(BaseModel):
     updated_at: dt.datetime
     started_at: dt.datetime | None = Field(description="When a worker first started the run.")
     finished_at: dt.datetime | None = Field(description="When it reached its final status.")
+    compacted_at: dt.datetime | None = Field(
+        description="When its history was compacted, some time after it finished (the "
+        "deployment's retention): its `progress` and `metrics` events are gone and each metric "
+        "series keeps at most the retention's points, the 500-point chart exactly as it was; "
+        "null until then."
+    )
 
     @classmethod
     def of(cls, row: Experiment, queue_position: int | None = None) -> ExperimentOut:
@@ -131,6 +137,7 @@ class ExperimentOut(BaseModel):
             updated_at=row.updated_at,
             started_at=row.started_at,
             finished_at=row.finished_at,
+            compacted_at=row.compacted_at,
         )
 
 

@@ -10,6 +10,8 @@
   runs resume on the new one) until Ctrl-C or SIGTERM, which stops both (the worker checkpoints
   its run first and puts it back in the queue, so the next ``up`` continues it). It prints a
   one-time URL that signs the dashboard in as the local admin key (kept in ``<var>/admin.key``).
+- ``marlforge compact``: compact the runs whose retention has passed (``core.retention``; the API
+  also does it every ``MARLFORGE_RETENTION_INTERVAL_S``).
 - ``marlforge keys create --project NAME --role ROLE [--name LABEL]``, ``keys list [--project]``,
   ``keys revoke ID``: manage API keys (``create`` prints the new key alone on its last line).
 
@@ -56,12 +58,14 @@ def cmd_migrate(settings: Settings, revision: str) -> int:
 
 def cmd_api(settings: Settings, host: str, port: int) -> int:
     """Serve the API in this process until SIGINT/SIGTERM, and reap lapsed leases beside it
-    (``core.leases``: a run whose worker was lost is restarted from its latest checkpoint)."""
+    (``core.leases``: a run whose worker was lost is restarted from its latest checkpoint) and
+    compact the runs whose retention has passed (``core.retention``)."""
     import uvicorn
 
     from core.db import make_engine, make_session_factory
     from core.leases import Reaper
     from core.queue import CeleryDispatcher
+    from core.retention import Compactor
 
     engine = make_engine(settings.database_url)
     reaper = Reaper(
@@ -70,6 +74,7 @@ def cmd_api(settings: Settings, host: str, port: int) -> int:
         settings.lease_ttl_s,
         settings.reaper_interval_s,
     ).start()
+    compactor = Compactor(make_session_factory(engine), settings).start()
     try:
         uvicorn.run(
             "api.app:create_app",
@@ -83,8 +88,30 @@ def cmd_api(settings: Settings, host: str, port: int) -> int:
             timeout_graceful_shutdown=10,
         )
     finally:
+        compactor.stop()
         reaper.stop()
         engine.dispose()
+    return 0
+
+
+def cmd_compact(settings: Settings) -> int:
+    """Compact every run whose retention has passed, now (``core.retention``)."""
+    from core.db import make_engine, make_session_factory
+    from core.retention import compact
+
+    if settings.retention_days == 0:
+        print("compaction is off (MARLFORGE_RETENTION_DAYS is 0)", flush=True)
+        return 0
+    engine = make_engine(settings.database_url)
+    try:
+        report = compact(make_session_factory(engine), settings)
+    finally:
+        engine.dispose()
+    print(
+        f"compacted {len(report.compacted)} run(s): {report.events_deleted} events and "
+        f"{report.points_deleted} metric points deleted",
+        flush=True,
+    )
     return 0
 
 
@@ -193,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="consume this backend's queue (repeatable; all backends when omitted)",
     )
     sub.add_parser("worker-health", help="exit 0 when the worker's heartbeat is fresh, else 1")
+    sub.add_parser("compact", help="compact the runs whose retention has passed")
     migrate = sub.add_parser("migrate", help="upgrade the database schema")
     migrate.add_argument("--revision", default="head", help="target revision (default: head)")
     _add_keys_parser(sub)
@@ -234,6 +262,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_worker_health(settings)
     if args.command == "keys":
         return cmd_keys(settings, args)
+    if args.command == "compact":
+        return cmd_compact(settings)
     host = args.host or settings.api_host
     port = args.port or settings.api_port
     if args.command == "api":

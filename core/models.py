@@ -136,6 +136,9 @@ class Experiment(Base):
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
     started_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
     finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
+    compacted_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
+    """When its progress and metrics events were dropped and its long series thinned
+    (``core.retention``); NULL until then."""
 
 
 class MetricPointRow(Base):
