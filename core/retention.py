@@ -13,17 +13,20 @@ compacted once:
   the API's default size) shows, and those of a chart of the rest of the budget. A chart at
   ``CHART_POINTS`` is then exactly what it was, because a series that holds every point a chart
   picks, and more than the chart's size, gives the same chart (each bucket's extremes are still
-  its extremes). No budget makes every size exact: buckets of another size do not nest in
-  these, so a chart at another size may differ where a bucket edge cuts a fine bucket; its
-  points are still stored points, and the series' extremes are among them.
+  its extremes; only a series whose kept points number 500 or fewer, its steps in a few far-apart
+  clusters, then comes back whole). No budget makes every size exact: buckets of another size do
+  not nest in these, so a chart at another size may differ where a bucket edge cuts a fine
+  bucket; its points are still stored points, and the series' extremes are among them.
 - the run is marked (``compacted_at``). A run resumed later is compacted again once it has
   finished and its retention has passed again.
 
-Running, queued and cancelling runs are never touched. Every step is a transaction of at most
-``batch_rows`` rows that first checks (and on PostgreSQL locks) that the run is still due, so a
-database with millions of rows is compacted in short steps, a resume is never raced, and an
-interrupted pass is simply continued by the next: thinning a partly thinned series keeps the same
-points. Several API processes may compact at once.
+Running, queued and cancelling runs are never touched. Every step is a transaction that first
+checks (and on PostgreSQL locks) that the run is still due and deletes at most ``batch_rows``
+rows, so a database with millions of rows is compacted in short steps and a resume is never
+raced. The last stretch of a series (at most ``batch_rows`` + ``max_points`` points) is thinned in
+one transaction, so an interrupted pass always leaves a series longer than ``max_points`` that
+holds every kept point, and the next pass plans the same points from it. Several API processes
+may compact at once.
 """
 
 from __future__ import annotations

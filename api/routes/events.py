@@ -158,7 +158,9 @@ async def _stream(
     "reconnect with `Last-Event-ID` (or `?after=`) to receive exactly the events after it. "
     "Without either, the run's whole history comes first. A comment line is sent every 15 s "
     "while nothing happens. `?format=json` returns the same events as a page instead "
-    "(`after`, `limit`), for polling clients; `kinds` keeps only some kinds.",
+    "(`after`, `limit`), for polling clients; `kinds` keeps only some kinds. A run compacted "
+    "after the deployment's retention (its `compacted_at` is set) replays only its `status`, "
+    "`checkpoint` and `log` events; its metric series stay readable from `GET /v1/metrics`.",
     responses={
         200: {
             "model": EventPage,

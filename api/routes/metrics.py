@@ -32,7 +32,10 @@ class Series(BaseModel):
 
     experiment_id: str
     name: str
-    total_points: int = Field(description="How many points the run reported (before shrinking).")
+    total_points: int = Field(
+        description="How many points the run reported (before shrinking); of a compacted run "
+        "(`compacted_at`), how many it kept."
+    )
     steps: list[int] = Field(description="Environment steps.")
     values: list[float | None] = Field(description="The values; null where not finite.")
 
