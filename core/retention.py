@@ -55,7 +55,8 @@ T = TypeVar("T")
 CHART_POINTS = 500
 """The chart size a compaction keeps exact: the dashboard's and ``GET /v1/metrics``' default."""
 BATCH_ROWS = 5000
-"""Rows one transaction of a compaction reads or deletes at most."""
+"""Rows one transaction of a compaction deletes at most (the last stretch of a thinned series goes
+at once: up to this many more than ``MARLFORGE_RETENTION_MAX_POINTS``)."""
 DROPPED_KINDS = frozenset({EventKind.PROGRESS, EventKind.METRICS})
 """The events a compacted run loses; the points of ``metrics`` events stay in ``metric_points``."""
 _RUNS_PER_READ = 100
