@@ -27,7 +27,13 @@ from core.repositories import (
     MetricRepository,
     MetricWrite,
 )
-from core.storage import ArtifactStorage, StoredFile
+from core.storage import (
+    ArtifactStore,
+    StoredObject,
+    StoreError,
+    UploadFailed,
+    checkpoint_key,
+)
 from learners.hooks import MetricPoint
 
 log = logging.getLogger(__name__)
@@ -49,7 +55,7 @@ class StopCause(StrEnum):
     LOST = "lost"
 
 
-class ArtifactWriteError(RuntimeError):
+class ArtifactWriteError(OSError):
     """A checkpoint could not be written to the artifact storage."""
 
 
@@ -60,7 +66,7 @@ class DatabaseHooks:
         self,
         experiment_id: str,
         session_factory: sessionmaker[Session],
-        storage: ArtifactStorage,
+        storage: ArtifactStore,
         *,
         keep_last: int,
         total_steps: int,
@@ -109,13 +115,17 @@ class DatabaseHooks:
         if self.stop_cause == StopCause.LOST:
             return  # the run is another worker's now: its checkpoints are its own
         try:
-            stored = self.storage.write_checkpoint(self.experiment_id, int(step), write)
+            stored = self.storage.put(checkpoint_key(self.experiment_id, int(step)), write)
+        except UploadFailed as exc:
+            # The store refused or stayed away through the client's retries: nothing is under
+            # the key, and the earlier checkpoints stay recorded and downloadable.
+            raise ArtifactWriteError(f"checkpoint upload to {exc.url} failed: {exc.reason}") from exc
         except OSError as exc:
             # Full or unwritable storage: the run fails with where and why. The temporary file
             # is gone and the earlier checkpoints stay recorded and downloadable.
             raise ArtifactWriteError(
                 f"the checkpoint at step {int(step):,} could not be written to the artifact "
-                f"storage ({self.storage.root}): {exc}"
+                f"storage ({self.storage.url}): {exc}"
             ) from exc
         pruned = retry_transient(
             lambda: self._record_checkpoint(int(step), stored), "recording a checkpoint"
@@ -123,14 +133,18 @@ class DatabaseHooks:
         # Files go only after their records: a crash in between leaves an orphan file, never a
         # record pointing at nothing.
         for old in pruned:
-            self.storage.delete(old.path)
+            try:
+                self.storage.delete(old.path)
+            except StoreError as exc:
+                # An orphan object costs space, not correctness: the run goes on.
+                log.warning("[%s] could not delete a pruned checkpoint: %s", self.experiment_id, exc)
 
-    def _record_checkpoint(self, step: int, stored: StoredFile) -> list[Checkpoint]:
+    def _record_checkpoint(self, step: int, stored: StoredObject) -> list[Checkpoint]:
         """Record the checkpoint file and prune the oldest; the pruned rows."""
         with self.session_factory() as session:
             checkpoints = CheckpointRepository(session)
             row = checkpoints.record(
-                self.experiment_id, step, stored.relative_path, stored.size_bytes, stored.sha256
+                self.experiment_id, step, stored.key, stored.size_bytes, stored.sha256
             )
             pruned = checkpoints.beyond(self.experiment_id, self.keep_last)
             checkpoints.delete(pruned)
