@@ -32,7 +32,7 @@ from core.auth.tokens import server_secret
 from core.db import make_engine, make_session_factory
 from core.queue import CeleryDispatcher, Dispatcher
 from core.settings import Settings, get_settings
-from core.storage import ArtifactStorage
+from core.storage import ArtifactStore, store_for
 from learners.spec_schema import spec_json_schema
 
 DESCRIPTION = """Training-as-a-service for multi-agent reinforcement learning.
@@ -53,7 +53,7 @@ def create_app(
     *,
     session_factory: sessionmaker[Session] | None = None,
     dispatcher: Dispatcher | None = None,
-    storage: ArtifactStorage | None = None,
+    storage: ArtifactStore | None = None,
 ) -> FastAPI:
     """The API for ``settings`` (the environment's by default); tests pass their own parts."""
     settings = settings or get_settings()
@@ -73,7 +73,7 @@ def create_app(
         settings=settings,
         session_factory=session_factory,
         dispatcher=dispatcher or CeleryDispatcher(settings),
-        storage=storage or ArtifactStorage(settings.artifacts_dir),
+        storage=storage or store_for(settings),
         secret=server_secret(settings),
     )
     app.add_middleware(BrowserSafety)

@@ -19,7 +19,7 @@ from api.security import MAX_BODY_BYTES
 from core.ids import is_id
 from core.queue import Dispatcher
 from core.settings import Settings
-from core.storage import ArtifactStorage
+from core.storage import ArtifactStore
 
 MAX_JSON_DEPTH = 32
 """Arrays and objects nested deeper than this are refused: no spec needs more than a few levels,
@@ -33,7 +33,7 @@ class Services:
     settings: Settings
     session_factory: sessionmaker[Session]
     dispatcher: Dispatcher
-    storage: ArtifactStorage
+    storage: ArtifactStore
     secret: bytes
     """The server secret that keys and sessions are hashed with (``core.auth.tokens``)."""
 

@@ -110,7 +110,7 @@ def write_batches(
     from core.db import make_engine, make_session_factory
     from core.enums import ExperimentStatus as S
     from core.lifecycle import transition
-    from core.storage import ArtifactStorage
+    from core.storage import store_for
     from core.streaming import publish_after_commit, publisher_for
     from learners.hooks import MetricPoint
     from workers.hooks import DatabaseHooks
@@ -120,7 +120,7 @@ def write_batches(
     hooks = DatabaseHooks(
         experiment_id,
         sessions,
-        ArtifactStorage(settings.artifacts_dir),
+        store_for(settings),
         keep_last=1,
         total_steps=10**9,
         poll_interval_s=3600,

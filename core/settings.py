@@ -10,6 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -31,8 +32,14 @@ class Settings(BaseSettings):
     """SQLAlchemy URL of the database; empty means SQLite at ``<var_dir>/marlforge.db``."""
     broker_url: str = EMBEDDED_BROKER_URL
     """Celery broker URL: ``filesystem://`` (embedded, under ``<var_dir>/broker``) or ``redis://...``."""
+    artifacts_url: str = ""
+    """Where every run's artifacts are stored (``core.storage``): ``file:///abs/path`` or
+    ``s3://bucket/prefix``; empty: ``file://`` of ``artifacts_dir``."""
     artifacts_dir: Path = Path()
-    """Where checkpoints are stored (shared by API and workers); empty: ``<var_dir>/artifacts``."""
+    """The filesystem store's directory when ``artifacts_url`` is empty; empty:
+    ``<var_dir>/artifacts``."""
+    s3_endpoint_url: str = ""
+    """The S3 API's endpoint for MinIO and other non-AWS stores; empty: AWS's own."""
     queue_prefix: str = Field(default="marlforge.", max_length=100)
     """Prefix of the per-backend queue names (``marlforge.torch``...); separates deployments or
     test sessions sharing one broker."""
@@ -124,9 +131,7 @@ class Settings(BaseSettings):
         data["var_dir"] = var_dir
         if not data.get("database_url"):
             data["database_url"] = f"sqlite:///{var_dir / 'marlforge.db'}"
-        if not data.get("artifacts_dir"):
-            data["artifacts_dir"] = var_dir / "artifacts"
-        data["artifacts_dir"] = Path(data["artifacts_dir"]).expanduser().resolve()
+        _fill_artifacts(data, var_dir)
         if not data.get("worker_heartbeat_file"):
             data["worker_heartbeat_file"] = var_dir / "worker.heartbeat"
         data["worker_heartbeat_file"] = Path(data["worker_heartbeat_file"]).expanduser().resolve()
@@ -146,6 +151,33 @@ class Settings(BaseSettings):
     def uses_embedded_broker(self) -> bool:
         """True when the broker is the filesystem transport under ``var_dir``."""
         return self.broker_url.startswith("filesystem://")
+
+
+def _fill_artifacts(data: dict[str, Any], var_dir: Path) -> None:
+    """``artifacts_url`` from ``artifacts_dir`` (the filesystem shortcut) or the other way round;
+    the two may not name different stores."""
+    url = str(data.get("artifacts_url") or "")
+    named_dir = data.get("artifacts_dir") or None
+    if url.startswith("s3://"):
+        if not urlparse(url).netloc:
+            raise ValueError(f"artifacts_url {url!r} names no bucket (s3://bucket/prefix)")
+        if named_dir is not None:
+            raise ValueError("set artifacts_url or artifacts_dir, not both: they differ")
+        data["artifacts_dir"] = var_dir / "artifacts"
+        return
+    if url:
+        parts = urlparse(url)
+        if parts.scheme != "file" or parts.netloc or not parts.path.startswith("/"):
+            raise ValueError(
+                f"artifacts_url {url!r} must be file:///absolute/path or s3://bucket/prefix"
+            )
+        folder = Path(unquote(parts.path)).resolve()
+        if named_dir is not None and Path(named_dir).expanduser().resolve() != folder:
+            raise ValueError("set artifacts_url or artifacts_dir, not both: they differ")
+    else:
+        folder = Path(named_dir or var_dir / "artifacts").expanduser().resolve()
+    data["artifacts_dir"] = folder
+    data["artifacts_url"] = folder.as_uri()
 
 
 @lru_cache(maxsize=1)

@@ -12,6 +12,7 @@ episodes from an independent ``"eval"`` seed, the same episodes at every evaluat
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from pathlib import Path
 
 from learners import checkpoint, rng
@@ -73,9 +74,16 @@ def _run_context(
     )
 
 
-def train(spec: ExperimentSpec, hooks: TrainingHooks, *, resume_from: Path | None = None) -> None:
+def train(
+    spec: ExperimentSpec,
+    hooks: TrainingHooks,
+    *,
+    resume_from: Path | None = None,
+    on_resumed: Callable[[], None] | None = None,
+) -> None:
     """Train ``spec`` to ``spec.total_steps`` (or until ``hooks.should_stop()``), reporting through
-    ``hooks``; with ``resume_from``, continue the run that wrote that checkpoint."""
+    ``hooks``; with ``resume_from``, continue the run that wrote that checkpoint, and call
+    ``on_resumed`` once it is loaded (the file is no longer needed: a caller may delete a copy)."""
     algo = entry(spec.algorithm)
     if spec.backend not in algo.backends:
         raise ValueError(f"{spec.algorithm} is not built for the {spec.backend} backend")
@@ -92,6 +100,8 @@ def train(spec: ExperimentSpec, hooks: TrainingHooks, *, resume_from: Path | Non
         ctx = _run_context(spec, hooks, env, eval_env, device)
         if resume_from is not None:
             _resume(ctx, Path(resume_from))
+            if on_resumed is not None:
+                on_resumed()
             hooks.log("info", f"resuming from the checkpoint at step {ctx.step}")
         hooks.log(
             "info",

@@ -15,12 +15,15 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Callable, Iterator
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
+
+if TYPE_CHECKING:
+    from tests.s3_support import MotoServer
 
 DEFAULT_DATABASE_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -167,3 +170,31 @@ def tiny_spec() -> Callable[..., dict[str, Any]]:
         return spec
 
     return build
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
+    """moto's standalone S3 server, its own process on a free port, shared by the session; the
+    AWS variables the code under test reads (credentials, few retries) are set for it and for
+    every process the tests start."""
+    from tests.s3_support import AWS_ENV, MotoServer
+
+    saved = {name: os.environ.get(name) for name in AWS_ENV}
+    os.environ.update(AWS_ENV)
+    server = MotoServer(tmp_path_factory.mktemp("moto"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@pytest.fixture
+def s3_url(s3_server: MotoServer) -> str:
+    """``s3://<a new bucket>/deploy``: an empty store for one test."""
+    return f"s3://{s3_server.new_bucket()}/deploy"

@@ -119,7 +119,9 @@ class DatabaseHooks:
         except UploadFailed as exc:
             # The store refused or stayed away through the client's retries: nothing is under
             # the key, and the earlier checkpoints stay recorded and downloadable.
-            raise ArtifactWriteError(f"checkpoint upload to {exc.url} failed: {exc.reason}") from exc
+            raise ArtifactWriteError(
+                f"checkpoint upload to {exc.url} failed: {exc.reason}"
+            ) from exc
         except OSError as exc:
             # Full or unwritable storage: the run fails with where and why. The temporary file
             # is gone and the earlier checkpoints stay recorded and downloadable.
@@ -137,7 +139,9 @@ class DatabaseHooks:
                 self.storage.delete(old.path)
             except StoreError as exc:
                 # An orphan object costs space, not correctness: the run goes on.
-                log.warning("[%s] could not delete a pruned checkpoint: %s", self.experiment_id, exc)
+                log.warning(
+                    "[%s] could not delete a pruned checkpoint: %s", self.experiment_id, exc
+                )
 
     def _record_checkpoint(self, step: int, stored: StoredObject) -> list[Checkpoint]:
         """Record the checkpoint file and prune the oldest; the pruned rows."""

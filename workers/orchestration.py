@@ -34,7 +34,14 @@ from core.repositories import (
     MetricRepository,
 )
 from core.settings import get_settings
-from core.storage import ArtifactStorage
+from core.storage import (
+    ArtifactStore,
+    ObjectCorrupt,
+    ObjectMissing,
+    StoreError,
+    checkpoint_prefix,
+    verified_copy,
+)
 from core.streaming import publish_after_commit, publisher_for
 from learners.spec import ExperimentSpec
 from workers.hooks import DatabaseHooks, StopCause
@@ -78,7 +85,7 @@ class RunJob:
     experiment_id: str
     spec: ExperimentSpec
     database_url: str
-    artifacts_root: Path
+    storage: ArtifactStore
     limits: RunLimits
     worker_id: str
 
@@ -86,7 +93,7 @@ class RunJob:
 def run_experiment(
     experiment_id: str,
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: ArtifactStore,
     limits: RunLimits,
     shutdown_requested: Callable[[], bool] = lambda: False,
     worker_id: str | None = None,
@@ -97,9 +104,7 @@ def run_experiment(
     spec = _claim(experiment_id, session_factory, limits, worker_id)
     if spec is None:
         return Outcome.DONE
-    job = RunJob(
-        experiment_id, spec, _database_url(session_factory), storage.root, limits, worker_id
-    )
+    job = RunJob(experiment_id, spec, _database_url(session_factory), storage, limits, worker_id)
     lease = _Lease(session_factory, experiment_id, worker_id, limits.lease_ttl_s)
     result = supervise(
         train_claimed,
@@ -133,8 +138,7 @@ def train_claimed(job: RunJob, shutdown_requested: Callable[[], bool]) -> Outcom
     session_factory = make_session_factory(engine)
     publish_after_commit(session_factory, publisher_for(settings))
     try:
-        storage = ArtifactStorage(job.artifacts_root)
-        return _train(job, session_factory, storage, shutdown_requested)
+        return _train(job, session_factory, job.storage, shutdown_requested)
     finally:
         engine.dispose()
 
@@ -142,7 +146,7 @@ def train_claimed(job: RunJob, shutdown_requested: Callable[[], bool]) -> Outcom
 def _train(
     job: RunJob,
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: ArtifactStore,
     shutdown_requested: Callable[[], bool],
 ) -> Outcome:
     experiment_id, spec, limits = job.experiment_id, job.spec, job.limits
@@ -162,11 +166,13 @@ def _train(
     hooks.step = retry_transient(
         lambda: _step_of(session_factory, experiment_id), "reading the run's step"
     )
+    copy = _resume_copy(storage, experiment_id)
     try:
         from learners.training import train
 
-        resume_from = _prepare_resume(experiment_id, session_factory, storage)
-        train(spec, hooks, resume_from=resume_from)
+        resume_from = _prepare_resume(experiment_id, session_factory, storage, hooks, copy)
+        # The copy goes once the run has loaded it: a checkpoint holds a replay buffer's worth.
+        train(spec, hooks, resume_from=resume_from, on_resumed=lambda: copy.unlink(True))
         hooks.flush()
     except Exception as exc:
         log.exception("experiment %s failed", experiment_id)
@@ -174,6 +180,8 @@ def _train(
         _flush_quietly(hooks)
         _finish(run, S.FAILED, _describe(exc))
         return Outcome.DONE
+    finally:
+        copy.unlink(missing_ok=True)
     return _record_end(run, hooks, limits)
 
 
@@ -246,35 +254,76 @@ class _Lease:
         return held
 
 
+def _resume_copy(storage: ArtifactStore, experiment_id: str) -> Path:
+    """This host's copy of the checkpoint a run resumes from (one per run)."""
+    return storage.cache_dir / "resume" / f"{experiment_id}.ckpt"
+
+
 def _prepare_resume(
-    experiment_id: str, session_factory: sessionmaker[Session], storage: ArtifactStorage
+    experiment_id: str,
+    session_factory: sessionmaker[Session],
+    storage: ArtifactStore,
+    hooks: DatabaseHooks,
+    copy: Path,
 ) -> Path | None:
-    """The checkpoint to continue from; forget metrics and checkpoints after it (they will be
-    computed again on the same step axis)."""
-    storage.remove_partials(experiment_id)
-    latest, stale = retry_transient(
-        lambda: _forget_after_latest(experiment_id, session_factory, storage),
+    """The local copy of the checkpoint to continue from, downloaded from the store and checked
+    against its record; then the metrics and checkpoints after it are forgotten (they will be
+    computed again on the same step axis). A checkpoint that is missing, corrupt or unreadable
+    fails the run before anything is forgotten: a fault never erases what a run has recorded."""
+    storage.remove_partials(checkpoint_prefix(experiment_id))
+    latest = retry_transient(
+        lambda: _latest_checkpoint(experiment_id, session_factory),
         "finding the checkpoint to resume from",
     )
+    if latest is not None:
+        _fetch(storage, latest, copy)
+        hooks.log(
+            "info",
+            f"fetched the checkpoint at step {latest.step:,} from {storage.locate(latest.path)} "
+            f"({latest.size_bytes:,} bytes, sha256 verified)",
+        )
+    stale = retry_transient(
+        lambda: _forget_after(experiment_id, session_factory, latest),
+        "forgetting what follows the checkpoint",
+    )
     for row in stale:
-        storage.delete(row.path)
-    return storage.resolve(latest.path) if latest is not None else None
+        try:
+            storage.delete(row.path)
+        except StoreError as exc:
+            log.warning("experiment %s: %s", experiment_id, exc)  # an orphan, not a fault
+    return copy if latest is not None else None
 
 
-def _forget_after_latest(
-    experiment_id: str, session_factory: sessionmaker[Session], storage: ArtifactStorage
-) -> tuple[Checkpoint | None, list[Checkpoint]]:
-    """The latest checkpoint, and the records after it, deleted with the metrics after it (the
-    run computes them again). A latest checkpoint whose file is gone fails the run and deletes
-    nothing: a fault never erases what a run has recorded."""
+def _fetch(storage: ArtifactStore, latest: Checkpoint, copy: Path) -> None:
+    at = f"the checkpoint at step {latest.step:,} ({latest.path})"
+    kept = "so the run cannot continue from it; its records are kept"
+    try:
+        verified_copy(storage, latest.path, latest.sha256, copy)
+    except ObjectMissing:
+        raise MissingCheckpoint(f"{at} is missing from the artifact storage, {kept}") from None
+    except ObjectCorrupt as exc:
+        raise MissingCheckpoint(
+            f"{at} is corrupt in the artifact storage (its sha256 is {exc.actual}, its record "
+            f"says {exc.expected}), {kept}"
+        ) from None
+    except StoreError as exc:
+        raise MissingCheckpoint(f"{at} could not be read: {exc}; {kept}") from None
+
+
+def _latest_checkpoint(
+    experiment_id: str, session_factory: sessionmaker[Session]
+) -> Checkpoint | None:
+    with session_factory() as session:
+        return CheckpointRepository(session).latest(experiment_id)
+
+
+def _forget_after(
+    experiment_id: str, session_factory: sessionmaker[Session], latest: Checkpoint | None
+) -> list[Checkpoint]:
+    """Delete the checkpoint records and metrics after ``latest`` (everything without one: the
+    run starts over); the deleted checkpoint records, whose objects go next."""
     with session_factory() as session:
         checkpoints = CheckpointRepository(session)
-        latest = checkpoints.latest(experiment_id)
-        if latest is not None and not storage.resolve(latest.path).is_file():
-            raise MissingCheckpoint(
-                f"the checkpoint at step {latest.step:,} ({latest.path}) is missing from the "
-                "artifact storage, so the run cannot continue from it; its records are kept"
-            )
         step = latest.step if latest is not None else 0
         stale = checkpoints.after(experiment_id, step)
         checkpoints.delete(stale)
@@ -283,11 +332,11 @@ def _forget_after_latest(
             experiment_id, step, None if latest is not None else {}
         )
         session.commit()
-    return latest, stale
+    return stale
 
 
 class MissingCheckpoint(RuntimeError):
-    """The checkpoint a run must continue from is not in the artifact storage."""
+    """The checkpoint a run must continue from is missing, corrupt or unreadable in the store."""
 
 
 def _record_end(run: _Held, hooks: DatabaseHooks, limits: RunLimits) -> Outcome:
@@ -325,14 +374,19 @@ def _record_end(run: _Held, hooks: DatabaseHooks, limits: RunLimits) -> Outcome:
 
 def _record_stop(
     run: _Held,
-    storage: ArtifactStorage,
+    storage: ArtifactStore,
     limits: RunLimits,
     result: Supervised[Outcome],
     shutting_down: bool,
 ) -> Outcome:
     """Record the end of a run whose process could not: the worker killed it, or it died."""
-    # A checkpoint the process was writing when it died is a temporary file, never recorded.
-    storage.remove_partials(run.experiment_id)
+    # A checkpoint the process was writing when it died is a temporary file (or an unfinished
+    # upload), never recorded; the copy it resumed from is this host's.
+    _resume_copy(storage, run.experiment_id).unlink(missing_ok=True)
+    try:
+        storage.remove_partials(checkpoint_prefix(run.experiment_id))
+    except StoreError as exc:
+        log.warning("experiment %s: %s", run.experiment_id, exc)
     step = _step_of(run.session_factory, run.experiment_id)
     if result.ending == Ending.IGNORED_SHUTDOWN or shutting_down:
         # The worker is going away: the run continues on another one from its last checkpoint.

@@ -20,7 +20,7 @@ from core import leases
 from core.db import make_engine, make_session_factory
 from core.queue import RUN_TASK
 from core.settings import get_settings
-from core.storage import ArtifactStorage
+from core.storage import store_for
 from core.streaming import publish_after_commit, publisher_for
 from workers.app import app
 from workers.orchestration import Outcome, RunLimits, run_experiment
@@ -68,7 +68,7 @@ def run_experiment_task(self: Task, experiment_id: str) -> str:
     if _shutdown.is_set():
         # A job handed over while the worker is stopping waits for the next worker untouched.
         raise Reject(f"worker shutting down; experiment {experiment_id} not started", requeue=True)
-    storage = ArtifactStorage(get_settings().artifacts_dir)
+    storage = store_for(get_settings())
     try:
         outcome = run_experiment(
             experiment_id, _session_factory(), storage, _limits(), _shutdown.is_set, worker_id()

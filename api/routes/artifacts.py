@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Query, Request, Response
-from fastapi.responses import FileResponse
-from starlette.responses import MalformedRangeHeader, RangeNotSatisfiable
+from fastapi.responses import StreamingResponse
 
 from api.auth import ExperimentId, project_router
 from api.deps import CheckpointId, ServicesDep, SessionDep
-from api.errors import ApiError, error_responses
+from api.downloads import object_response
+from api.errors import ApiError, ErrorResponse, error_responses
 from api.schemas import CheckpointList, CheckpointOut, MetricPage, MetricPointOut
 from core import experiments as service
 from core.ids import MAX_INT64
@@ -62,20 +62,30 @@ def list_checkpoints(experiment_id: ExperimentId, session: SessionDep) -> Checkp
 @router.head(
     "/{experiment_id}/checkpoints/{checkpoint_id}/file",
     include_in_schema=False,
-    response_class=FileResponse,
+    response_class=StreamingResponse,
 )
 @router.get(
     "/{experiment_id}/checkpoints/{checkpoint_id}/file",
-    response_class=FileResponse,
+    response_class=StreamingResponse,
     summary="Download a checkpoint",
-    description="The file, streamed, with `Content-Length`, an `ETag` that is its SHA-256 "
-    "(`If-None-Match` gives 304) and byte `Range` requests (206).",
+    description="The file, streamed from the artifact storage (a directory or an S3 bucket) in "
+    "chunks, with `Content-Length`, an `ETag` that is its SHA-256 (`If-None-Match` gives 304) "
+    "and one byte `Range` (206; `If-Range` with the ETag). A whole download is checked against "
+    "the SHA-256 as it streams: a file that does not match is cut short, never completed.",
     responses={
         200: {"content": {"application/octet-stream": {}}, "description": "The file."},
         206: {"description": "The requested byte range."},
         304: {"description": "The client's copy (`If-None-Match`) is current."},
         **error_responses(404),
+        410: {
+            "model": ErrorResponse,
+            "description": "`file_corrupt`: the stored file's size is not the recorded one.",
+        },
         416: {"description": "The range is outside the file."},
+        503: {
+            "model": ErrorResponse,
+            "description": "`storage_unavailable`: the artifact storage cannot be reached.",
+        },
     },
 )
 def download_checkpoint(
@@ -88,34 +98,13 @@ def download_checkpoint(
     row = CheckpointRepository(session).get(experiment_id, checkpoint_id)
     if row is None:
         raise ApiError(404, "not_found", f"no checkpoint {checkpoint_id!r} in {experiment_id}")
-    path = services.storage.resolve(row.path)
-    if not path.is_file():
-        raise ApiError(404, "file_missing", f"the file of checkpoint {checkpoint_id} is missing")
-    etag = f'"{row.sha256}"'
-    if etag in [t.strip() for t in request.headers.get("if-none-match", "").split(",")]:
-        return Response(status_code=304, headers={"etag": etag})
-    _check_range(request.headers.get("range"), path.stat().st_size)
-    return FileResponse(
-        path,
-        media_type="application/octet-stream",
+    session.close()  # a download may stream for minutes: hold no connection meanwhile
+    return object_response(
+        request,
+        services.storage,
+        row.path,
+        size=row.size_bytes,
+        sha256=row.sha256,
+        what=f"checkpoint {checkpoint_id}",
         filename=f"{experiment_id}-step{row.step}.ckpt",
-        headers={"etag": etag},
     )
-
-
-def _check_range(header: str | None, size: int) -> None:
-    # Let Starlette's own parser judge the header first, so that a bad range becomes an error in
-    # the API's JSON shape rather than Starlette's plain-text one.
-    if header is None:
-        return
-    try:
-        FileResponse._parse_range_header(header, size)
-    except MalformedRangeHeader as exc:
-        raise ApiError(400, "invalid_range", exc.content) from None
-    except RangeNotSatisfiable:
-        raise ApiError(
-            416,
-            "range_not_satisfiable",
-            f"the file has {size} bytes",
-            headers={"content-range": f"bytes */{size}"},
-        ) from None

@@ -26,12 +26,17 @@ def healthz() -> Health:
     "/readyz",
     response_model=Health,
     summary="Readiness",
-    description="200 when the database answers and the broker is reachable; 503 otherwise, with "
-    "the reason per dependency in `checks`.",
+    description="200 when the database answers, the broker is reachable and the artifact "
+    "storage can be used (its directory writable, or its bucket there); 503 otherwise, with the "
+    "reason per dependency in `checks`.",
     responses={503: {"model": Health, "description": "A dependency is down."}},
 )
 def readyz(services: ServicesDep) -> JSONResponse:
-    checks = {"database": _database(services), "broker": _broker(services)}
+    checks = {
+        "database": _database(services),
+        "broker": _broker(services),
+        "artifacts": services.storage.unreachable_reason() or "ok",
+    }
     ready = all(v == "ok" for v in checks.values())
     body = Health(status="ok" if ready else "unavailable", checks=checks)
     return JSONResponse(body.model_dump(), status_code=200 if ready else 503)

@@ -18,7 +18,7 @@ from core import auth
 from core.auth.tokens import server_secret
 from core.enums import Role
 from core.settings import Settings
-from core.storage import ArtifactStorage
+from core.storage import FilesystemStore
 from tests.auth_support import bearer
 from tests.broker_support import queued_messages as broker_messages
 
@@ -58,9 +58,9 @@ def session(session_factory: sessionmaker[Session]) -> Iterator[Session]:
 
 
 @pytest.fixture
-def storage(settings: Settings) -> ArtifactStorage:
+def storage(settings: Settings) -> FilesystemStore:
     """The test's artifact storage."""
-    return ArtifactStorage(settings.artifacts_dir)
+    return FilesystemStore(settings.artifacts_dir)
 
 
 @pytest.fixture
@@ -79,7 +79,7 @@ def keys(settings: Settings, session: Session) -> dict[str, str]:
 
 @pytest.fixture
 def anonymous(
-    settings: Settings, session_factory: sessionmaker[Session], storage: ArtifactStorage
+    settings: Settings, session_factory: sessionmaker[Session], storage: FilesystemStore
 ) -> Iterator[TestClient]:
     """A client of the app wired to the test's transaction, broker folder and storage, with no
     key."""
@@ -92,7 +92,7 @@ def anonymous(
 def member_client_with(
     settings: Settings,
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
     keys: dict[str, str],
 ) -> Iterator[Callable[..., TestClient]]:
     """Makes member clients of team-a on apps whose settings differ by the given fields (the

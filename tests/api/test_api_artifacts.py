@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from core.models import Checkpoint
 from core.repositories import CheckpointRepository, MetricRepository, MetricWrite
-from core.storage import ArtifactStorage
+from core.storage import FilesystemStore, checkpoint_key
 
 pytestmark = pytest.mark.integration
 
@@ -113,18 +113,18 @@ def test_metrics_of_an_unknown_experiment_are_404(client: TestClient) -> None:
 
 
 def _store_checkpoint(
-    session: Session, storage: ArtifactStorage, experiment_id: str, step: int, data: bytes
+    session: Session, storage: FilesystemStore, experiment_id: str, step: int, data: bytes
 ) -> Checkpoint:
-    stored = storage.write_checkpoint(experiment_id, step, lambda p: p.write_bytes(data))
+    stored = storage.put(checkpoint_key(experiment_id, step), lambda p: p.write_bytes(data))
     row = CheckpointRepository(session).record(
-        experiment_id, step, stored.relative_path, stored.size_bytes, stored.sha256
+        experiment_id, step, stored.key, stored.size_bytes, stored.sha256
     )
     session.commit()
     return row
 
 
 def test_checkpoints_are_listed_with_size_and_sha256(
-    client: TestClient, session: Session, storage: ArtifactStorage, experiment_id: str
+    client: TestClient, session: Session, storage: FilesystemStore, experiment_id: str
 ) -> None:
     _store_checkpoint(session, storage, experiment_id, 200, b"second")
     _store_checkpoint(session, storage, experiment_id, 100, b"first!!")
@@ -137,7 +137,7 @@ def test_checkpoints_are_listed_with_size_and_sha256(
 
 
 def test_a_checkpoint_downloads_whole_with_length_and_etag(
-    client: TestClient, session: Session, storage: ArtifactStorage, experiment_id: str
+    client: TestClient, session: Session, storage: FilesystemStore, experiment_id: str
 ) -> None:
     data = bytes(range(256)) * 1000
     row = _store_checkpoint(session, storage, experiment_id, 100, data)
@@ -157,7 +157,7 @@ def test_a_checkpoint_downloads_whole_with_length_and_etag(
 
 
 def test_a_checkpoint_serves_byte_ranges(
-    client: TestClient, session: Session, storage: ArtifactStorage, experiment_id: str
+    client: TestClient, session: Session, storage: FilesystemStore, experiment_id: str
 ) -> None:
     data = b"0123456789abcdefghij"
     row = _store_checkpoint(session, storage, experiment_id, 100, data)
@@ -178,7 +178,7 @@ def test_a_checkpoint_serves_byte_ranges(
 
 
 def test_missing_checkpoints_and_files_are_404(
-    client: TestClient, session: Session, storage: ArtifactStorage, experiment_id: str
+    client: TestClient, session: Session, storage: FilesystemStore, experiment_id: str
 ) -> None:
     row = _store_checkpoint(session, storage, experiment_id, 100, b"data")
     Path(storage.resolve(row.path)).unlink()

@@ -22,7 +22,7 @@ from core.enums import ExperimentStatus, FailureClass
 from core.lifecycle import transition
 from core.queue import CeleryDispatcher
 from core.settings import Settings
-from core.storage import ArtifactStorage
+from core.storage import FilesystemStore
 
 pytestmark = pytest.mark.integration
 
@@ -202,7 +202,7 @@ def test_metrics_need_no_key_and_are_described(anonymous: TestClient) -> None:
 
 
 @pytest.fixture
-def unreachable(settings: Settings, storage: ArtifactStorage) -> Iterator[TestClient]:
+def unreachable(settings: Settings, storage: FilesystemStore) -> Iterator[TestClient]:
     """An app whose database and Redis broker both refuse connections."""
     engine = make_engine("postgresql+psycopg://postgres@127.0.0.1:1/none?connect_timeout=2")
     app = create_app(
@@ -226,7 +226,7 @@ def test_a_scrape_says_which_source_it_could_not_read(unreachable: TestClient) -
 def test_the_redis_broker_reports_its_queue_lengths(
     settings: Settings,
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
     redis_url: str,
     queue_prefix: str,
 ) -> None:

@@ -14,7 +14,7 @@ SOURCES = ("api", "core", "workers", "learners", "docker")
 
 def _documented() -> set[str]:
     text = (ROOT / "docs" / "deployment.md").read_text()
-    return set(re.findall(r"^\| `(MARLFORGE_[A-Z_]+)` \|", text, flags=re.MULTILINE))
+    return set(re.findall(r"^\| `(MARLFORGE_[A-Z0-9_]+)` \|", text, flags=re.MULTILINE))
 
 
 def test_every_settings_field_is_documented() -> None:
@@ -28,7 +28,7 @@ def test_every_variable_the_code_reads_is_documented() -> None:
     for folder in SOURCES:
         for path in (ROOT / folder).rglob("*"):
             if path.suffix in {".py", ".yml"} or path.name == "Dockerfile":
-                named.update(re.findall(r"MARLFORGE_[A-Z][A-Z_]*[A-Z]", path.read_text()))
+                named.update(re.findall(r"MARLFORGE_[A-Z][A-Z0-9_]*[A-Z]", path.read_text()))
 
     assert named - _documented() == set()
     assert {"MARLFORGE_WORKER_THREADS", "MARLFORGE_CPU_THREADS"} <= named

@@ -24,7 +24,7 @@ from core.db import make_engine, make_session_factory
 from core.enums import ExperimentStatus
 from core.queue import CeleryDispatcher
 from core.settings import Settings
-from core.storage import ArtifactStorage
+from core.storage import FilesystemStore
 from core.streaming import events_channel, redis_url_of
 from learners.spec import parse_spec
 from tests.auth_support import bearer, default_project_id, new_key
@@ -86,14 +86,14 @@ def settings(tmp_path: Path, stream_db: str) -> Settings:
 
 
 @pytest.fixture
-def storage(settings: Settings) -> ArtifactStorage:
+def storage(settings: Settings) -> FilesystemStore:
     """The test's artifact storage."""
-    return ArtifactStorage(settings.artifacts_dir)
+    return FilesystemStore(settings.artifacts_dir)
 
 
 @pytest.fixture
 def serve(
-    settings: Settings, sessions: sessionmaker[Session], storage: ArtifactStorage
+    settings: Settings, sessions: sessionmaker[Session], storage: FilesystemStore
 ) -> Iterator[Callable[..., Server]]:
     """Starts API servers (several may share the database); all are stopped after the test."""
     servers: list[Server] = []
@@ -120,7 +120,7 @@ def serve(
 def start_run(
     settings: Settings,
     sessions: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
     tiny_spec: Callable[..., dict[str, Any]],
 ) -> Callable[..., Run]:
     """Submits a tiny spec (queued on the embedded broker) and returns its driver, which writes

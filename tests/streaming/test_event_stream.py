@@ -18,7 +18,7 @@ from core import experiments
 from core.enums import ExperimentStatus
 from core.queue import CeleryDispatcher
 from core.settings import Settings
-from core.storage import ArtifactStorage
+from core.storage import FilesystemStore
 from learners.spec import parse_spec
 from tests.auth_support import default_project_id
 from workers.orchestration import RunLimits, run_experiment
@@ -143,7 +143,7 @@ def test_a_client_that_reconnects_after_the_end_gets_only_end(
 
 
 def test_checkpoint_events_carry_their_download_urls(
-    serve: Callable[..., Server], start_run: Callable[[], Run], storage: ArtifactStorage
+    serve: Callable[..., Server], start_run: Callable[[], Run], storage: FilesystemStore
 ) -> None:
     server = serve(FAST)
     run = start_run()
@@ -253,7 +253,7 @@ def test_a_failed_runs_stream_carries_its_error_then_ends(
     serve: Callable[..., Server],
     settings: Settings,
     sessions: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
     tiny_spec: Callable[..., dict[str, Any]],
 ) -> None:
     torch = pytest.importorskip("torch")

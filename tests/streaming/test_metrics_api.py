@@ -16,7 +16,7 @@ from stream_support import Run, db_events
 from api.app import create_app
 from core.enums import ExperimentStatus
 from core.settings import Settings
-from core.storage import ArtifactStorage
+from core.storage import FilesystemStore
 from learners.hooks import MetricPoint
 from tests.auth_support import bearer, new_key
 
@@ -27,7 +27,7 @@ RETURN = "train/episode_return"
 
 @pytest.fixture
 def client(
-    settings: Settings, sessions: sessionmaker[Session], storage: ArtifactStorage
+    settings: Settings, sessions: sessionmaker[Session], storage: FilesystemStore
 ) -> Iterator[TestClient]:
     """The API on the module's database."""
     with TestClient(create_app(settings, session_factory=sessions, storage=storage)) as c:

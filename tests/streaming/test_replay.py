@@ -16,7 +16,7 @@ from api.app import create_app
 from core import experiments
 from core.queue import CeleryDispatcher
 from core.settings import Settings
-from core.storage import ArtifactStorage
+from core.storage import FilesystemStore
 from learners.spec import parse_spec
 from tests.auth_support import bearer, default_project_id, new_key
 from workers.orchestration import Outcome, RunLimits, run_experiment
@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 @pytest.fixture
 def client(
-    settings: Settings, sessions: sessionmaker[Session], storage: ArtifactStorage
+    settings: Settings, sessions: sessionmaker[Session], storage: FilesystemStore
 ) -> Iterator[TestClient]:
     """The API on the module's database."""
     with TestClient(create_app(settings, session_factory=sessions, storage=storage)) as c:
@@ -38,7 +38,7 @@ def test_a_checkpoint_replays_as_an_animated_gif_rendered_once(
     client: TestClient,
     settings: Settings,
     sessions: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
     tiny_spec: Callable[..., dict[str, Any]],
 ) -> None:
     with sessions() as session:

@@ -25,7 +25,7 @@ from core.queue import CeleryDispatcher
 from core.repositories import MetricRepository, MetricWrite
 from core.repositories.series import SeriesRepository
 from core.settings import Settings
-from core.storage import ArtifactStorage
+from core.storage import FilesystemStore
 from learners.spec import parse_spec
 from tests.auth_support import bearer, default_project_id, new_key
 
@@ -172,7 +172,7 @@ def test_the_api_serves_the_database_sample_as_json_and_csv(
     points = _noisy(6, 1500)
     run = new_run({"train/return": points, "learner/loss": _noisy(7, 30)})
     app = create_app(
-        app_settings, session_factory=db[1], storage=ArtifactStorage(app_settings.artifacts_dir)
+        app_settings, session_factory=db[1], storage=FilesystemStore(app_settings.artifacts_dir)
     )
     params = {"experiment_ids": run, "names": "train/return", "max_points": 64}
     with TestClient(app) as client:

@@ -16,7 +16,7 @@ from core import experiments
 from core.db import make_session_factory
 from core.queue import CeleryDispatcher
 from core.settings import Settings
-from core.storage import ArtifactStorage
+from core.storage import FilesystemStore
 from learners.spec import parse_spec
 from tests.auth_support import default_project_id
 from workers.orchestration import RunLimits
@@ -39,9 +39,9 @@ def session_factory(pg_engine: Engine) -> sessionmaker[Session]:
 
 
 @pytest.fixture
-def storage(tmp_path: Path) -> ArtifactStorage:
+def storage(tmp_path: Path) -> FilesystemStore:
     """Artifact storage in the test's folder."""
-    return ArtifactStorage(tmp_path / "artifacts")
+    return FilesystemStore(tmp_path / "artifacts")
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from core.enums import ExperimentStatus
 from core.models import Experiment, ExperimentEvent, MetricPointRow
-from core.storage import ArtifactStorage
+from core.storage import FilesystemStore
 from workers.orchestration import Outcome, RunLimits, run_experiment
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -76,7 +76,7 @@ def test_a_run_survives_its_database_connections_cut_mid_transaction(
     submit: Callable[..., str],
     tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
     limits: RunLimits,
     pg_url: str,
 ) -> None:

@@ -16,7 +16,7 @@ from core import experiments
 from core.enums import EventKind, ExperimentStatus
 from core.lifecycle import transition
 from core.models import Checkpoint, Experiment, ExperimentEvent, MetricPointRow
-from core.storage import ArtifactStorage
+from core.storage import FilesystemStore
 from learners.hooks import MetricPoint
 from workers.hooks import DatabaseHooks, StopCause
 
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.integration
 def _hooks(
     experiment_id: str,
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
     **overrides: object,
 ) -> DatabaseHooks:
     options: dict[str, object] = {
@@ -61,7 +61,7 @@ def test_metrics_are_written_in_batches_not_per_scalar(
     submit: Callable[..., str],
     tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
 ) -> None:
     experiment_id = submit(tiny_spec())
     _running(session_factory, experiment_id)
@@ -93,7 +93,7 @@ def test_a_checkpoint_is_stored_atomically_hashed_and_pruned(
     submit: Callable[..., str],
     tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
 ) -> None:
     experiment_id = submit(tiny_spec())
     _running(session_factory, experiment_id)
@@ -126,7 +126,7 @@ def test_a_failing_checkpoint_writer_leaves_no_file_and_no_record(
     submit: Callable[..., str],
     tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
 ) -> None:
     experiment_id = submit(tiny_spec())
     _running(session_factory, experiment_id)
@@ -153,7 +153,7 @@ def test_should_stop_sees_a_cancel_within_the_poll_interval(
     submit: Callable[..., str],
     tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
 ) -> None:
     experiment_id = submit(tiny_spec())
     _running(session_factory, experiment_id)
@@ -173,7 +173,7 @@ def test_should_stop_on_worker_shutdown_and_on_the_time_limit(
     submit: Callable[..., str],
     tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
 ) -> None:
     experiment_id = submit(tiny_spec())
     _running(session_factory, experiment_id)
@@ -195,7 +195,7 @@ def test_log_lines_become_events(
     submit: Callable[..., str],
     tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
 ) -> None:
     experiment_id = submit(tiny_spec())
     _running(session_factory, experiment_id)

@@ -24,7 +24,7 @@ from core.models import (
 )
 from core.queue import CeleryDispatcher
 from core.repositories import CheckpointRepository, MetricRepository
-from core.storage import ArtifactStorage
+from core.storage import FilesystemStore
 from workers.orchestration import Outcome, RunLimits, run_experiment
 
 S = ExperimentStatus
@@ -89,7 +89,7 @@ def test_a_run_succeeds_and_records_metrics_and_checkpoints(
     submit: Callable[..., str],
     tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
     limits: RunLimits,
 ) -> None:
     experiment_id = submit(tiny_spec(total_steps=400))
@@ -116,7 +116,7 @@ def test_a_cancelled_queued_experiment_never_starts(
     submit: Callable[..., str],
     tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
     limits: RunLimits,
 ) -> None:
     experiment_id = submit(tiny_spec())
@@ -135,7 +135,7 @@ def test_cancelling_a_running_experiment_checkpoints_and_stops(
     submit: Callable[..., str],
     tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
     limits: RunLimits,
 ) -> None:
     experiment_id = submit(tiny_spec(total_steps=100_000))
@@ -163,7 +163,7 @@ def test_a_worker_shutdown_requeues_and_the_next_run_resumes_on_the_same_steps(
     submit: Callable[..., str],
     tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
     limits: RunLimits,
 ) -> None:
     experiment_id = submit(tiny_spec(total_steps=800))
@@ -197,7 +197,7 @@ def test_a_run_that_raises_fails_with_the_message(
     submit: Callable[..., str],
     tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
     limits: RunLimits,
 ) -> None:
     torch = pytest.importorskip("torch")
@@ -218,7 +218,7 @@ def test_a_run_whose_loss_becomes_nan_fails_and_keeps_what_it_reported(
     submit: Callable[..., str],
     tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
     limits: RunLimits,
 ) -> None:
     # PPO at step size 1 with a large entropy bonus and no clipping: the policy's std overflows
@@ -274,7 +274,7 @@ def test_a_job_for_a_held_run_is_dropped_and_a_lapsed_one_is_taken_over_from_its
     submit: Callable[..., str],
     tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
     limits: RunLimits,
     dispatcher: CeleryDispatcher,
 ) -> None:
@@ -316,7 +316,7 @@ def test_a_worker_that_lost_its_lease_stops_its_run_and_writes_nothing_more(
     submit: Callable[..., str],
     tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
     limits: RunLimits,
 ) -> None:
     experiment_id = submit(tiny_spec(total_steps=100_000))
@@ -343,7 +343,7 @@ def test_a_worker_that_lost_its_lease_stops_its_run_and_writes_nothing_more(
 
 
 def test_an_unknown_experiment_id_is_dropped(
-    session_factory: sessionmaker[Session], storage: ArtifactStorage, limits: RunLimits
+    session_factory: sessionmaker[Session], storage: FilesystemStore, limits: RunLimits
 ) -> None:
     assert (
         run_experiment("01JAAAAAAAAAAAAAAAAAAAAAAA", session_factory, storage, limits)
@@ -355,7 +355,7 @@ def test_a_resume_whose_checkpoint_file_is_gone_fails_and_keeps_every_record(
     submit: Callable[..., str],
     tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
     limits: RunLimits,
     dispatcher: CeleryDispatcher,
 ) -> None:

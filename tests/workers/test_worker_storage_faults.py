@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from core.enums import ExperimentStatus
 from core.models import Checkpoint, Experiment, MetricPointRow
-from core.storage import ArtifactStorage
+from core.storage import FilesystemStore
 from tests.conftest import ON_CI
 from workers.orchestration import Outcome, RunLimits, run_experiment
 
@@ -65,7 +65,7 @@ def _checkpoints(sessions: sessionmaker[Session], experiment_id: str) -> list[Ch
 
 
 def _assert_failed_with_history_intact(
-    sessions: sessionmaker[Session], storage: ArtifactStorage, experiment_id: str, cause: str
+    sessions: sessionmaker[Session], storage: FilesystemStore, experiment_id: str, cause: str
 ) -> Experiment:
     with sessions() as session:
         row = session.get(Experiment, experiment_id, populate_existing=True)
@@ -98,7 +98,7 @@ def test_a_full_artifact_filesystem_fails_the_run_and_keeps_its_checkpoints(
     limits: RunLimits,
     small_filesystem: Path,
 ) -> None:
-    storage = ArtifactStorage(small_filesystem)
+    storage = FilesystemStore(small_filesystem)
     experiment_id = submit(
         tiny_spec(total_steps=6000, checkpoint={"every_steps": 200, "keep_last": 1000})
     )
@@ -115,7 +115,7 @@ def test_an_unwritable_checkpoint_folder_fails_the_run_and_keeps_its_checkpoints
     submit: Callable[..., str],
     tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
     limits: RunLimits,
 ) -> None:
     _needs_root("chattr +i")

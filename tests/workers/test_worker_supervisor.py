@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from core import experiments
 from core.enums import EventKind, ExperimentStatus
 from core.models import Checkpoint, Experiment, ExperimentEvent, MetricPointRow
-from core.storage import ArtifactStorage
+from core.storage import FilesystemStore
 from workers.orchestration import Outcome, RunLimits, run_experiment
 from workers.supervisor import Ending, Guards, supervise
 
@@ -170,7 +170,7 @@ def test_a_run_over_its_memory_budget_is_killed_and_the_next_job_runs(
     submit: Callable[..., str],
     tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
     limits: RunLimits,
 ) -> None:
     budget_mb = BUDGET_MB
@@ -206,7 +206,7 @@ def test_a_run_deaf_to_a_cancel_is_stopped_after_the_grace_and_ends_cancelled(
     submit: Callable[..., str],
     tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
     limits: RunLimits,
 ) -> None:
     # Status reads at most once a second, so none falls between the one that logs "training"
@@ -238,7 +238,7 @@ def test_a_run_deaf_to_the_worker_shutdown_is_stopped_after_the_grace_and_requeu
     submit: Callable[..., str],
     tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
     limits: RunLimits,
 ) -> None:
     guarded = dataclasses.replace(limits, poll_interval_s=1.0, cancel_grace_s=2.0)
@@ -268,7 +268,7 @@ def test_a_run_whose_process_dies_ends_failed_and_keeps_its_history(
     submit: Callable[..., str],
     tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
-    storage: ArtifactStorage,
+    storage: FilesystemStore,
     limits: RunLimits,
 ) -> None:
     experiment_id = submit(tiny_spec(total_steps=100_000))
