@@ -173,25 +173,32 @@ def tiny_spec() -> Callable[..., dict[str, Any]]:
 
 
 @pytest.fixture(scope="session")
-def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
-    """moto's standalone S3 server, its own process on a free port, shared by the session; the
-    AWS variables the code under test reads (credentials, few retries) are set for it and for
-    every process the tests start."""
-    from tests.s3_support import AWS_ENV, MotoServer
+def aws_env() -> Iterator[None]:
+    """The AWS variables the S3 code under test reads (test credentials, no profile or instance
+    metadata, few retries), set for the session and every process the tests start."""
+    from tests.s3_support import AWS_ENV
 
     saved = {name: os.environ.get(name) for name in AWS_ENV}
     os.environ.update(AWS_ENV)
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+@pytest.fixture(scope="session")
+def s3_server(aws_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
+    """moto's standalone S3 server, its own process on a free port, shared by the session."""
+    from tests.s3_support import MotoServer
+
     server = MotoServer(tmp_path_factory.mktemp("moto"))
     server.start()
     try:
         yield server
     finally:
         server.stop()
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 @pytest.fixture

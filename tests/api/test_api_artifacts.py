@@ -1,18 +1,14 @@
-"""Reading metric series and downloading checkpoint files."""
+"""Reading metric series (checkpoint downloads: test_api_downloads.py)."""
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from core.models import Checkpoint
-from core.repositories import CheckpointRepository, MetricRepository, MetricWrite
-from core.storage import FilesystemStore, checkpoint_key
+from core.repositories import MetricRepository, MetricWrite
 
 pytestmark = pytest.mark.integration
 
@@ -110,83 +106,3 @@ def test_a_rewritten_point_replaces_the_old_one_and_nan_reads_as_null(
 def test_metrics_of_an_unknown_experiment_are_404(client: TestClient) -> None:
     response = client.get("/v1/experiments/01JAAAAAAAAAAAAAAAAAAAAAAA/metrics")
     assert response.status_code == 404
-
-
-def _store_checkpoint(
-    session: Session, storage: FilesystemStore, experiment_id: str, step: int, data: bytes
-) -> Checkpoint:
-    stored = storage.put(checkpoint_key(experiment_id, step), lambda p: p.write_bytes(data))
-    row = CheckpointRepository(session).record(
-        experiment_id, step, stored.key, stored.size_bytes, stored.sha256
-    )
-    session.commit()
-    return row
-
-
-def test_checkpoints_are_listed_with_size_and_sha256(
-    client: TestClient, session: Session, storage: FilesystemStore, experiment_id: str
-) -> None:
-    _store_checkpoint(session, storage, experiment_id, 200, b"second")
-    _store_checkpoint(session, storage, experiment_id, 100, b"first!!")
-
-    items = client.get(f"/v1/experiments/{experiment_id}/checkpoints").json()["items"]
-
-    assert [(c["step"], c["size_bytes"]) for c in items] == [(100, 7), (200, 6)]
-    assert items[1]["sha256"] == hashlib.sha256(b"second").hexdigest()
-    assert set(items[0]) == {"id", "step", "size_bytes", "sha256", "created_at"}
-
-
-def test_a_checkpoint_downloads_whole_with_length_and_etag(
-    client: TestClient, session: Session, storage: FilesystemStore, experiment_id: str
-) -> None:
-    data = bytes(range(256)) * 1000
-    row = _store_checkpoint(session, storage, experiment_id, 100, data)
-    url = f"/v1/experiments/{experiment_id}/checkpoints/{row.id}/file"
-
-    response = client.get(url)
-
-    assert response.status_code == 200
-    assert response.content == data
-    assert response.headers["content-length"] == str(len(data))
-    assert response.headers["etag"] == f'"{hashlib.sha256(data).hexdigest()}"'
-    assert response.headers["accept-ranges"] == "bytes"
-    head = client.head(url)
-    assert head.status_code == 200 and head.headers["content-length"] == str(len(data))
-    cached = client.get(url, headers={"if-none-match": response.headers["etag"]})
-    assert cached.status_code == 304 and cached.content == b""
-
-
-def test_a_checkpoint_serves_byte_ranges(
-    client: TestClient, session: Session, storage: FilesystemStore, experiment_id: str
-) -> None:
-    data = b"0123456789abcdefghij"
-    row = _store_checkpoint(session, storage, experiment_id, 100, data)
-    url = f"/v1/experiments/{experiment_id}/checkpoints/{row.id}/file"
-
-    partial = client.get(url, headers={"range": "bytes=5-9"})
-    tail = client.get(url, headers={"range": "bytes=-4"})
-    outside = client.get(url, headers={"range": "bytes=100-200"})
-    malformed = client.get(url, headers={"range": "pages=1-2"})
-
-    assert partial.status_code == 206 and partial.content == b"56789"
-    assert partial.headers["content-range"] == "bytes 5-9/20"
-    assert tail.status_code == 206 and tail.content == b"ghij"
-    assert outside.status_code == 416
-    assert outside.json()["error"]["code"] == "range_not_satisfiable"
-    assert outside.headers["content-range"] == "bytes */20"
-    assert malformed.status_code == 400 and malformed.json()["error"]["code"] == "invalid_range"
-
-
-def test_missing_checkpoints_and_files_are_404(
-    client: TestClient, session: Session, storage: FilesystemStore, experiment_id: str
-) -> None:
-    row = _store_checkpoint(session, storage, experiment_id, 100, b"data")
-    Path(storage.resolve(row.path)).unlink()
-
-    gone = client.get(f"/v1/experiments/{experiment_id}/checkpoints/{row.id}/file")
-    unknown = client.get(
-        f"/v1/experiments/{experiment_id}/checkpoints/01JAAAAAAAAAAAAAAAAAAAAAAA/file"
-    )
-
-    assert gone.status_code == 404 and gone.json()["error"]["code"] == "file_missing"
-    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"
