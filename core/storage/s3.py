@@ -73,10 +73,12 @@ class S3Store:
         *,
         endpoint_url: str | None = None,
         cache_dir: Path,
-        multipart_threshold: int = 64 << 20,
-        multipart_chunksize: int = 16 << 20,
+        multipart_threshold: int = 8 << 20,
+        multipart_chunksize: int = 8 << 20,
     ) -> None:
-        """``cache_dir``: this host's folder for uploads in progress and downloaded copies."""
+        """``cache_dir``: this host's folder for uploads in progress and downloaded copies. Files
+        above ``multipart_threshold`` go up in parts of ``multipart_chunksize``, several at once
+        (boto3's defaults)."""
         self.bucket, self.prefix = parse_s3_url(url)
         self.url = f"s3://{self.bucket}/{self.prefix}".rstrip("/")
         self.endpoint_url = endpoint_url or None
@@ -84,9 +86,7 @@ class S3Store:
         self.multipart_threshold = multipart_threshold
         self.multipart_chunksize = multipart_chunksize
         self._transfer = TransferConfig(
-            multipart_threshold=multipart_threshold,
-            multipart_chunksize=multipart_chunksize,
-            max_concurrency=4,
+            multipart_threshold=multipart_threshold, multipart_chunksize=multipart_chunksize
         )
         self._lock = threading.Lock()
         self._clients: dict[bool, Any] = {}
