@@ -74,7 +74,11 @@ def env_info_to_json(info: EnvInfo) -> dict[str, JsonValue]:
 
 
 def env_info_from_json(data: Mapping[str, Any]) -> EnvInfo:
-    """The inverse of ``env_info_to_json``."""
+    """The inverse of ``env_info_to_json``. A manifest written before teams were recorded has no
+    ``teams``: every agent is then on one team, ``agent`` (the networks of such a run were
+    shared by all its agents whatever their side)."""
+    agent_ids = tuple(data["agent_ids"])
+    teams = tuple(data["teams"]) if "teams" in data else ("agent",) * len(agent_ids)
     bounds = {
         key: None if data[key] is None else np.asarray(data[key], np.float32)
         for key in ("action_low", "action_high")
@@ -82,7 +86,8 @@ def env_info_from_json(data: Mapping[str, Any]) -> EnvInfo:
     return EnvInfo(
         num_envs=int(data["num_envs"]),
         num_agents=int(data["num_agents"]),
-        agent_ids=tuple(data["agent_ids"]),
+        agent_ids=agent_ids,
+        teams=teams,
         obs_dim=int(data["obs_dim"]),
         obs_dims=tuple(int(d) for d in data["obs_dims"]),
         state_dim=int(data["state_dim"]),
@@ -92,6 +97,16 @@ def env_info_from_json(data: Mapping[str, Any]) -> EnvInfo:
         action_high=bounds["action_high"],
         max_episode_steps=data["max_episode_steps"],
     )
+
+
+def same_env(manifest_env: Mapping[str, Any], info: EnvInfo) -> bool:
+    """Whether a checkpoint's ``manifest.env`` describes the env ``info``, field for field. The
+    teams are compared only when the manifest records them: today they label the agents without
+    changing any tensor, so a checkpoint from before they were recorded resumes on its env."""
+    current = env_info_to_json(info)
+    if "teams" not in manifest_env:
+        current.pop("teams")
+    return dict(manifest_env) == current
 
 
 def write(path: Path | str, tensors: Mapping[str, NDArray[Any]], manifest: Manifest) -> None:

@@ -37,7 +37,7 @@ def _load_resume(path: Path, spec: ExperimentSpec, env: VecEnv) -> tuple[Tensors
         raise CheckpointError(
             f"{path} can be resumed by {', '.join(manifest.resumable_on)}, not by {spec.backend}"
         )
-    if manifest.env != checkpoint.env_info_to_json(env.info):
+    if not checkpoint.same_env(manifest.env, env.info):
         raise CheckpointError(f"{path} was taken on a different environment than the spec's")
     if manifest.step > spec.total_steps:
         raise CheckpointError(f"{path} is at step {manifest.step}, past total_steps")

@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from learners.enums import Backend, EnvSuite
-from learners.envs.catalogue import env_ids
+from learners.envs.catalogue import env_ids, scenario_teams
 from learners.registry import ActionKind, AlgorithmEntry, entries
 
 router = APIRouter(prefix="/v1", tags=["catalogue"])
@@ -20,6 +20,12 @@ class EnvironmentOut(BaseModel):
 
     suite: EnvSuite
     id: str
+    teams: list[str] = Field(
+        description="The sides its agents play on, in agent order (mpe2 names them: `adversary` "
+        "against `agent` in the competitive scenarios; `agent` alone in cooperative ones and "
+        "Gymnasium). A scenario with several teams reports `train/episode_return/<team>` and "
+        "`eval/episode_return/<team>` beside the returns over all agents."
+    )
     env_kwargs: dict[str, Any] = Field(
         description="Constructor arguments the algorithm needs on this env (e.g. mpe2's "
         "`continuous_actions`); put them in the spec's `env.kwargs`."
@@ -66,6 +72,7 @@ def _environments(algo: AlgorithmEntry) -> list[EnvironmentOut]:
                 EnvironmentOut(
                     suite=suite,
                     id=env_id,
+                    teams=list(scenario_teams(suite, env_id)),
                     env_kwargs=_kwargs(algo, suite),
                     hyperparameter_defaults=defaults,
                 )

@@ -9,6 +9,8 @@ one set of runners and buffers serves both.
 - ``agent_mask`` is 1 where an agent is alive this step and 0 where it is absent or done.
 - ``avail_actions`` is 1 for each discrete action an agent may take (all ones for MPE).
 - ``state`` is the global state that centralised critics and mixers condition on.
+- ``EnvInfo.teams`` names each agent's side (``learners.envs.teams``); ``Transition.agent_returns``
+  gives each agent's return of every ended episode, from which each team's return follows.
 - Episodes end by ``terminated`` (a true end: do not bootstrap) or ``truncated`` (a time limit:
   bootstrap from ``final_obs``/``final_state``, the observation the episode ended on). Copies that
   ended are reset automatically; their ``obs`` is already the first observation of the next episode.
@@ -41,6 +43,9 @@ class EnvInfo:
     num_envs: int
     num_agents: int
     agent_ids: tuple[str, ...]
+    teams: tuple[str, ...]
+    """Each agent's team, in ``agent_ids`` order (``learners.envs.teams``): ``adversary`` and
+    ``agent`` in mpe2's competitive scenarios, ``agent`` alone in cooperative ones and Gymnasium."""
     obs_dim: int
     """Padded per-agent observation size."""
     obs_dims: tuple[int, ...]
@@ -56,6 +61,11 @@ class EnvInfo:
     action_high: FloatArray | None
     """Continuous only: the env's own upper bound per dimension (the learners' +1 maps onto it)."""
     max_episode_steps: int | None
+
+    @property
+    def team_names(self) -> tuple[str, ...]:
+        """The distinct teams, in the order their first agent appears."""
+        return tuple(dict.fromkeys(self.teams))
 
 
 @dataclass
@@ -95,6 +105,9 @@ class Transition:
     NaN)."""
     episode_lengths: NDArray[np.int64]
     """(E,) for ended episodes: their length in steps; 0 otherwise."""
+    agent_returns: FloatArray
+    """(E, N) for ended episodes: each agent's undiscounted return (else NaN); ``episode_returns``
+    is its mean over agents, and a team's return the mean over the team's agents."""
 
 
 class VecEnv(Protocol):

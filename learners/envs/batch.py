@@ -43,6 +43,7 @@ class StepBuffers:
                 final_avail_actions=self.avail_actions,
                 episode_returns=np.full(e, np.nan, np.float32),
                 episode_lengths=np.zeros(e, np.int64),
+                agent_returns=np.full((e, n), np.nan, np.float32),
             )
             for _ in range(2)
         ]
@@ -76,6 +77,7 @@ class StepBuffers:
         transition.truncated.fill(False)
         transition.episode_returns.fill(np.nan)
         transition.episode_lengths.fill(0)
+        transition.agent_returns.fill(np.nan)
         return self._obs[self._slot], transition
 
     @staticmethod
@@ -94,6 +96,7 @@ class StepBuffers:
         np.logical_or(transition.terminated, transition.truncated, out=self._ended)
         for i in np.flatnonzero(self._ended):
             transition.episode_returns[i] = self._returns[i].mean()
+            transition.agent_returns[i] = self._returns[i]
             transition.episode_lengths[i] = self._lengths[i]
             self._returns[i] = 0.0
             self._lengths[i] = 0

@@ -35,6 +35,15 @@ MPE_ENVS: tuple[str, ...] = (
     "simple_push_v3",
     "simple_tag_v3",
 )
+# Each mpe2 scenario's teams in agent order: the names its agents carry (``learners.envs.teams``),
+# checked against the built envs by tests/learners/test_learners_teams.py. ``learners.budget``
+# keeps at least one agent on each side, so they hold whatever kwargs a spec passes.
+MPE_TEAMS: dict[str, tuple[str, ...]] = {
+    "simple_spread_v3": ("agent",),
+    "simple_adversary_v3": ("adversary", "agent"),
+    "simple_push_v3": ("adversary", "agent"),
+    "simple_tag_v3": ("adversary", "agent"),
+}
 # Constructor arguments a spec may not set: the adapter owns rendering, and a file path would let a
 # spec make the worker read any file on its disk.
 RESERVED_KWARGS: dict[str, str] = {
@@ -55,6 +64,11 @@ SUBPROCESS_MIN_ENVS_PER_WORKER = 4
 def env_ids(suite: EnvSuite) -> tuple[str, ...]:
     """The env ids ``suite`` offers."""
     return tuple(GYMNASIUM_ENVS) if suite == EnvSuite.GYMNASIUM else MPE_ENVS
+
+
+def scenario_teams(suite: EnvSuite, env_id: str) -> tuple[str, ...]:
+    """The teams of a catalogued env, in agent order; a Gymnasium env's one agent is ``agent``."""
+    return MPE_TEAMS[env_id] if suite == EnvSuite.MPE else ("agent",)
 
 
 def _constructor(suite: EnvSuite, env_id: str) -> Any:

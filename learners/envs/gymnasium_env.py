@@ -67,6 +67,7 @@ class GymnasiumVecEnv:
             num_envs=num_envs,
             num_agents=1,
             agent_ids=("agent_0",),
+            teams=("agent",),
             obs_dim=obs_dim,
             obs_dims=(obs_dim,),
             state_dim=obs_dim,

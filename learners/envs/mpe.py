@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 
 from learners.envs.base import EnvInfo, Observation, Transition, episode_seed
 from learners.envs.batch import StepBuffers, as_index_array
+from learners.envs.teams import teams_of
 
 # pygame (imported by mpe2) prints a banner on import unless told not to.
 os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
@@ -43,6 +44,7 @@ def _env_info(env: Any, num_envs: int) -> EnvInfo:
         num_envs=num_envs,
         num_agents=len(agents),
         agent_ids=agents,
+        teams=teams_of(agents),
         obs_dim=max(obs_dims),
         obs_dims=obs_dims,
         state_dim=int(env.state_space.shape[0]),

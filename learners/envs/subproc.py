@@ -32,7 +32,7 @@ class EnvFactory(Protocol):
 _OBS_FIELDS = ("obs", "state")
 _TRANSITION_FIELDS = (
     "rewards", "terminated", "truncated", "final_obs", "final_state",
-    "episode_returns", "episode_lengths",
+    "episode_returns", "episode_lengths", "agent_returns",
 )  # fmt: skip
 
 

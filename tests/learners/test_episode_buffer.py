@@ -19,7 +19,8 @@ E, N, D, S, A, LIMIT = 2, 3, 4, 5, 6, 4
 
 def info(num_envs: int = E) -> EnvInfo:
     return EnvInfo(
-        num_envs=num_envs, num_agents=N, agent_ids=tuple(f"a{i}" for i in range(N)), obs_dim=D,
+        num_envs=num_envs, num_agents=N, agent_ids=tuple(f"a{i}" for i in range(N)),
+        teams=("agent",) * N, obs_dim=D,
         obs_dims=(D,) * N, state_dim=S, action_kind="discrete", action_dim=A, action_low=None,
         action_high=None, max_episode_steps=LIMIT,
     )  # fmt: skip
@@ -48,6 +49,7 @@ def transition(step: int, terminated: list[bool], truncated: list[bool]) -> Tran
         final_avail_actions=final.avail_actions,
         episode_returns=np.zeros(E, np.float32),
         episode_lengths=np.zeros(E, np.int64),
+        agent_returns=np.zeros((E, N), np.float32),
     )
 
 

@@ -13,7 +13,8 @@ E, N, OBS, ACT = 2, 3, 4, 5
 
 def info(num_envs: int = E) -> EnvInfo:
     return EnvInfo(
-        num_envs=num_envs, num_agents=N, agent_ids=("a", "b", "c"), obs_dim=OBS,
+        num_envs=num_envs, num_agents=N, agent_ids=("a", "b", "c"), teams=("agent",) * N,
+        obs_dim=OBS,
         obs_dims=(OBS,) * N, state_dim=6, action_kind="discrete", action_dim=ACT,
         action_low=None, action_high=None, max_episode_steps=None,
     )  # fmt: skip
@@ -39,6 +40,7 @@ def transition(terminated: list[bool], truncated: list[bool], final: float) -> T
         final_avail_actions=np.ones((E, N, ACT), np.float32),
         episode_returns=np.full(E, np.nan, np.float32),
         episode_lengths=np.zeros(E, np.int64),
+        agent_returns=np.full((E, N), np.nan, np.float32),
     )
 
 

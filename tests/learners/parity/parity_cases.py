@@ -59,6 +59,7 @@ def env_info(num_agents: int, action_kind: str, action_dim: int, num_envs: int =
         num_envs=num_envs,
         num_agents=num_agents,
         agent_ids=tuple(f"agent_{i}" for i in range(num_agents)),
+        teams=("agent",) * num_agents,
         obs_dim=5,
         obs_dims=(5,) * num_agents,
         state_dim=7,

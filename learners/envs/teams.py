@@ -1,0 +1,46 @@
+"""Teams: which agents play on the same side, and each team's return.
+
+mpe2 names an agent ``<team>_<index>``: simple_adversary, simple_push and simple_tag put
+``adversary_*`` against ``agent_*``, and the cooperative simple_spread has only ``agent_*``. The
+team is the name without its index, so a Gymnasium env's one agent (``agent_0``) and every
+cooperative scenario's agents are one team, ``agent``.
+
+A team's return in one episode is the mean over its agents of each agent's undiscounted return:
+what the team as a whole scored, comparable across team sizes (simple_tag's three adversaries share
+one reward for a catch, so their mean is that reward).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+_INDEX = re.compile(r"_\d+$")
+
+
+def team_of(agent_id: str) -> str:
+    """The team of the agent named ``agent_id``: its name without the ``_<index>`` suffix."""
+    return _INDEX.sub("", agent_id)
+
+
+def teams_of(agent_ids: Iterable[str]) -> tuple[str, ...]:
+    """Each agent's team, in the agents' order."""
+    return tuple(team_of(a) for a in agent_ids)
+
+
+def team_members(teams: Sequence[str]) -> dict[str, NDArray[np.intp]]:
+    """Each team's agent indices (into the agent axis)."""
+    agents = np.asarray(teams)
+    return {name: np.flatnonzero(agents == name) for name in dict.fromkeys(teams)}
+
+
+def team_returns(
+    members: dict[str, NDArray[np.intp]], agent_returns: NDArray[np.floating[Any]]
+) -> dict[str, float]:
+    """Each team's return in one episode: the mean over its agents of ``agent_returns`` ((N,), each
+    agent's undiscounted return)."""
+    return {name: float(np.mean(agent_returns[index])) for name, index in members.items()}

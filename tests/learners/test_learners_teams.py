@@ -1,0 +1,97 @@
+"""Teams: the env layer names each agent's side from the real mpe2 agents, the catalogue's table
+agrees with the built envs, and checkpoints carry the teams (old ones without them still load and
+resume)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from learners import checkpoint
+from learners.enums import EnvSuite
+from learners.envs.catalogue import MPE_ENVS, MPE_TEAMS, scenario_teams
+from learners.envs.gymnasium_env import GymnasiumVecEnv
+from learners.envs.mpe import MPEVecEnv
+from learners.envs.teams import team_members, team_of, team_returns
+
+# What mpe2 names the agents of each scenario with its default kwargs.
+MPE_AGENTS = {
+    "simple_spread_v3": ("agent_0", "agent_1", "agent_2"),
+    "simple_adversary_v3": ("adversary_0", "agent_0", "agent_1"),
+    "simple_push_v3": ("adversary_0", "agent_0"),
+    "simple_tag_v3": ("adversary_0", "adversary_1", "adversary_2", "agent_0"),
+}
+
+
+def test_team_of_strips_the_index() -> None:
+    assert [team_of(a) for a in ("adversary_12", "agent_0", "agent")] == [
+        "adversary",
+        "agent",
+        "agent",
+    ]
+
+
+@pytest.mark.parametrize("env_id", MPE_ENVS)
+def test_mpe_teams_come_from_the_real_agent_names(env_id: str) -> None:
+    env = MPEVecEnv(env_id, {}, 1, seed=0)
+    info = env.info
+    env.close()
+    assert info.agent_ids == MPE_AGENTS[env_id]
+    assert info.teams == tuple(a.rsplit("_", 1)[0] for a in MPE_AGENTS[env_id])
+    assert info.team_names == MPE_TEAMS[env_id] == scenario_teams(EnvSuite.MPE, env_id)
+
+
+def test_the_catalogue_table_covers_every_scenario() -> None:
+    assert set(MPE_TEAMS) == set(MPE_ENVS)
+
+
+def test_more_agents_keep_the_two_sides() -> None:
+    env = MPEVecEnv("simple_tag_v3", {"num_good": 2, "num_adversaries": 1}, 1, seed=0)
+    env.close()
+    assert env.info.teams == ("adversary", "agent", "agent")
+
+
+def test_a_gymnasium_env_is_one_team() -> None:
+    env = GymnasiumVecEnv("Pendulum-v1", {}, 1, seed=0)
+    env.close()
+    assert env.info.teams == ("agent",)
+    assert scenario_teams(EnvSuite.GYMNASIUM, "Pendulum-v1") == ("agent",)
+
+
+def test_team_returns_are_means_over_each_team() -> None:
+    members = team_members(("adversary", "adversary", "agent"))
+    returns = team_returns(members, np.array([1.0, 3.0, -5.0]))
+    assert returns == {"adversary": 2.0, "agent": -5.0}
+
+
+# -- checkpoints -----------------------------------------------------------------------------------
+
+
+def _tag_info() -> checkpoint.EnvInfo:
+    env = MPEVecEnv("simple_tag_v3", {}, 2, seed=0)
+    env.close()
+    return env.info
+
+
+def test_the_manifest_round_trips_the_teams() -> None:
+    info = _tag_info()
+    data = checkpoint.env_info_to_json(info)
+    assert data["teams"] == ["adversary", "adversary", "adversary", "agent"]
+    assert checkpoint.env_info_from_json(data).teams == info.teams
+    assert checkpoint.same_env(data, info)
+
+
+def test_a_manifest_without_teams_is_one_team_and_resumes_on_its_env() -> None:
+    info = _tag_info()
+    old = checkpoint.env_info_to_json(info)
+    del old["teams"]
+    assert checkpoint.env_info_from_json(old).teams == ("agent",) * 4
+    assert checkpoint.same_env(old, info)
+
+
+def test_a_manifest_with_other_teams_or_shapes_is_another_env() -> None:
+    info = _tag_info()
+    data = checkpoint.env_info_to_json(info)
+    assert not checkpoint.same_env({**data, "teams": ["agent"] * 4}, info)
+    old = {k: v for k, v in data.items() if k != "teams"}
+    assert not checkpoint.same_env({**old, "obs_dim": 99}, info)
