@@ -1,8 +1,9 @@
 """Runs whose artifacts live in an S3 bucket (moto's server, its own process), on "hosts" that share
 nothing on disk: each run gets a store with its own local folder, as a worker on another machine
 would. A run moves between hosts through the bucket; the API, on a third folder, serves its final
-checkpoint; a corrupt or deleted object fails the resume and keeps every record; a store killed
-under a running job fails it with the upload's reason and keeps the earlier checkpoints listed."""
+checkpoint and renders a replay into the bucket; a corrupt or deleted object fails the resume and
+keeps every record; a store killed under a running job fails it with the upload's reason and keeps
+the earlier checkpoints listed."""
 
 from __future__ import annotations
 
@@ -276,3 +277,31 @@ def test_a_store_killed_under_a_running_job_fails_it_with_the_upload_and_keeps_t
     listed = _checkpoints(session_factory, experiment_id)
     assert [c.id for c in listed[: len(earlier)]] == [c.id for c in earlier]
     assert list(tmp_path.rglob("*.part")) == []
+
+
+def test_a_replay_is_rendered_from_the_bucket_and_stored_in_it(
+    submit: Callable[..., str],
+    tiny_spec: Callable[..., dict[str, Any]],
+    session_factory: sessionmaker[Session],
+    limits: RunLimits,
+    host: Callable[[str], S3Store],
+    api: Callable[[sessionmaker[Session]], TestClient],
+    tmp_path: Path,
+) -> None:
+    experiment_id = submit(tiny_spec(total_steps=200))
+    worker = host("worker-1")
+    assert run_experiment(experiment_id, session_factory, worker, limits) == Outcome.DONE
+    checkpoint = _checkpoints(session_factory, experiment_id)[-1]
+    client = api(session_factory)
+    url = f"/v1/experiments/{experiment_id}/checkpoints/{checkpoint.id}/replay.gif"
+
+    first = client.get(url)
+    again = client.get(url)
+
+    assert first.status_code == 200, first.text
+    assert first.headers["content-type"] == "image/gif" and first.content[:6] == b"GIF89a"
+    assert again.content == first.content
+    replay = f"experiments/{experiment_id}/replays/{checkpoint.id}-{checkpoint.sha256[:16]}.gif"
+    assert worker.list(f"experiments/{experiment_id}/replays/") == [replay]
+    assert b"".join(worker.read(replay)) == first.content
+    assert _files(tmp_path / "api" / "var" / "cache") == []  # the checkpoint's copy is gone
