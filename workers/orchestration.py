@@ -172,7 +172,7 @@ def _train(
 
         resume_from = _prepare_resume(experiment_id, session_factory, storage, hooks, copy)
         # The copy goes once the run has loaded it: a checkpoint holds a replay buffer's worth.
-        train(spec, hooks, resume_from=resume_from, on_resumed=lambda: copy.unlink(True))
+        train(spec, hooks, resume_from=resume_from, on_resumed=lambda: copy.unlink(missing_ok=True))
         hooks.flush()
     except Exception as exc:
         log.exception("experiment %s failed", experiment_id)
