@@ -11,6 +11,9 @@ Reported metrics: ``train/episode_return`` (the mean over agents of each agent's
 return, averaged over the episodes that ended since the last report), ``train/episode_length``,
 ``eval/episode_return``, ``eval/episode_length``, ``perf/steps_per_second`` (training steps only:
 time spent evaluating and checkpointing is left out) and the learner's stats as ``learner/<name>``.
+On an env with more than one team (``EnvInfo.teams``), ``train/episode_return/<team>`` and
+``eval/episode_return/<team>`` beside them: the mean over the team's agents of each agent's return,
+averaged over the same episodes. A one-team env gets no such series (it would repeat the first).
 
 Every update's losses (its stats named ``loss`` or ``loss_...``) are checked as they arrive: a NaN
 or infinite one ends the run with ``NonFiniteLoss`` at that step, after reporting what was noted
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +36,7 @@ from learners import checkpoint, rng
 from learners.checkpoint import Manifest, Tensors
 from learners.config import AlgorithmConfig
 from learners.envs.base import Transition, VecEnv
+from learners.envs.teams import team_members, team_returns
 from learners.hooks import MetricPoint, TrainingHooks
 from learners.learner import EpisodicMemory
 from learners.registry import AlgorithmEntry
@@ -115,14 +119,46 @@ class Every:
         return True
 
 
+class Episodes:
+    """The returns and lengths of the episodes noted, over all agents and, on an env with more than
+    one team, per team."""
+
+    def __init__(self, teams: Sequence[str]) -> None:
+        members = team_members(teams)
+        self._members = members if len(members) > 1 else {}
+        self.returns: list[float] = []
+        self.lengths: list[int] = []
+        self.team_returns: dict[str, list[float]] = {name: [] for name in self._members}
+
+    def note(self, transition: Transition, i: int) -> None:
+        """Note the episode copy ``i`` ended in ``transition``."""
+        self.returns.append(float(transition.episode_returns[i]))
+        self.lengths.append(int(transition.episode_lengths[i]))
+        for name, value in team_returns(self._members, transition.agent_returns[i]).items():
+            self.team_returns[name].append(value)
+
+    def metrics(self, prefix: str) -> dict[str, float]:
+        """``<prefix>/episode_return``, ``<prefix>/episode_length`` and
+        ``<prefix>/episode_return/<team>``: means over the episodes noted (none if none were)."""
+        if not self.returns:
+            return {}
+        values = {
+            f"{prefix}/episode_return": float(np.mean(self.returns)),
+            f"{prefix}/episode_length": float(np.mean(self.lengths)),
+        }
+        for name, returns in self.team_returns.items():
+            values[f"{prefix}/episode_return/{name}"] = float(np.mean(returns))
+        return values
+
+
 class Reporter:
     """Batches metric points and sends them with the progress; one ``hooks.metrics`` call per
     report, never one per scalar."""
 
-    def __init__(self, hooks: TrainingHooks, step: int) -> None:
+    def __init__(self, hooks: TrainingHooks, step: int, teams: Sequence[str]) -> None:
         self._hooks = hooks
-        self._returns: list[float] = []
-        self._lengths: list[int] = []
+        self._teams = tuple(teams)
+        self._episodes = Episodes(self._teams)
         self._stats: dict[str, list[float]] = {}
         self._pending: list[MetricPoint] = []
         self._since_step = step
@@ -132,8 +168,7 @@ class Reporter:
     def episodes(self, transition: Transition) -> None:
         """Note the episodes that ended in this step."""
         for i in np.flatnonzero(transition.episode_lengths):
-            self._returns.append(float(transition.episode_returns[i]))
-            self._lengths.append(int(transition.episode_lengths[i]))
+            self._episodes.note(transition, int(i))
 
     def stats(self, stats: Mapping[str, float]) -> None:
         """Note one update's stats (reported as their mean)."""
@@ -152,12 +187,11 @@ class Reporter:
     def flush(self, step: int) -> None:
         """Send everything noted since the last report, then the progress (nothing when nothing
         happened since the last report)."""
-        if step == self._since_step and not (self._pending or self._returns or self._stats):
+        if step == self._since_step and not (
+            self._pending or self._episodes.returns or self._stats
+        ):
             return
-        values: dict[str, float] = {}
-        if self._returns:
-            values["train/episode_return"] = float(np.mean(self._returns))
-            values["train/episode_length"] = float(np.mean(self._lengths))
+        values = self._episodes.metrics("train")
         values.update({f"learner/{k}": float(np.mean(v)) for k, v in self._stats.items()})
         elapsed = time.perf_counter() - self._since_time - self._paused
         if step > self._since_step and elapsed > 0:
@@ -166,19 +200,19 @@ class Reporter:
         if self._pending:
             self._hooks.metrics(self._pending)
         self._hooks.progress(step)
-        self._returns, self._lengths, self._stats, self._pending = [], [], {}, []
+        self._episodes, self._stats, self._pending = Episodes(self._teams), {}, []
         self._since_step, self._since_time, self._paused = step, time.perf_counter(), 0.0
 
 
 def evaluate(ctx: RunContext) -> dict[str, float]:
     """Play ``spec.evaluation.episodes`` greedy episodes on the eval env (the same episodes every
-    time: copy ``i`` plays its episodes from index 0) and return their mean return and length."""
+    time: copy ``i`` plays its episodes from index 0) and return their mean return and length (and
+    each team's mean return, on an env with more than one team)."""
     env, total = ctx.eval_env, ctx.spec.evaluation.episodes
     copies = env.info.num_envs
     quota = np.array([len(range(i, total, copies)) for i in range(copies)])
     played = np.zeros(copies, np.int64)
-    returns: list[float] = []
-    lengths: list[int] = []
+    episodes = Episodes(env.info.teams)
     obs = env.reset(episode_index=np.zeros(copies, np.int64))
     # A recurrent policy starts every evaluation episode from a fresh state.
     memory = ctx.learner if isinstance(ctx.learner, EpisodicMemory) else None
@@ -190,13 +224,9 @@ def evaluate(ctx: RunContext) -> dict[str, float]:
             memory.end_episodes(transition.terminated | transition.truncated)
         for i in np.flatnonzero(transition.episode_lengths):
             if played[i] < quota[i]:
-                returns.append(float(transition.episode_returns[i]))
-                lengths.append(int(transition.episode_lengths[i]))
+                episodes.note(transition, int(i))
                 played[i] += 1
-    return {
-        "eval/episode_return": float(np.mean(returns)),
-        "eval/episode_length": float(np.mean(lengths)),
-    }
+    return episodes.metrics("eval")
 
 
 def build_manifest(ctx: RunContext, runner: dict[str, JsonValue]) -> Manifest:
@@ -222,7 +252,7 @@ class Loop:
     def __init__(self, ctx: RunContext, runner_state: Callable[[], RunnerState]) -> None:
         self._ctx = ctx
         self._runner_state = runner_state
-        self.reporter = Reporter(ctx.hooks, ctx.step)
+        self.reporter = Reporter(ctx.hooks, ctx.step, ctx.env.info.teams)
         self._report = Every(REPORT_EVERY_STEPS, ctx.step)
         self._eval = Every(ctx.spec.evaluation.every_steps, ctx.step)
         self._checkpoint = Every(ctx.spec.checkpoint.every_steps, ctx.step)
