@@ -50,6 +50,9 @@ class AlgorithmEntry:
     runner: RunnerKind
     # backend -> "module:Class" of the learner; a backend appears here only once it is built.
     learners: dict[Backend, str] = field(default_factory=dict)
+    one_team: bool = False
+    """It learns one reward shared by all agents (WQMIX's mixer), so a scenario with more than one
+    team is refused: it would train on a mean over opponents that no team maximises."""
 
     @property
     def backends(self) -> frozenset[Backend]:
@@ -142,6 +145,7 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         action_kinds=frozenset({ActionKind.DISCRETE}),
         runner=RunnerKind.OFF_POLICY,
         learners=_built("wqmix", "WQMIX", *Backend),
+        one_team=True,
     ),
 }
 

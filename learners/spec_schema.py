@@ -24,10 +24,10 @@ from typing import Any
 from learners.budget import kwarg_ranges
 from learners.enums import Backend, EnvSuite
 from learners.envs.catalogue import (
-    GYMNASIUM_ENVS,
     RESERVED_KWARGS,
     constructor_parameters,
     env_ids,
+    trains_on,
 )
 from learners.registry import ActionKind, AlgorithmEntry, entries
 from learners.spec import NO_NUL, EnvSpec, SpecEnvelope
@@ -77,7 +77,7 @@ def _variant(envelope: Schema, algo: AlgorithmEntry, config: Schema) -> Schema:
             for suite in EnvSuite
             if suite in algo.suites
             for env_id in env_ids(suite)
-            if _trains_on(algo, suite, env_id)
+            if trains_on(algo, suite, env_id)
         ],
         "description": "The environment (one of those this algorithm trains on).",
     }
@@ -89,12 +89,6 @@ def _variant(envelope: Schema, algo: AlgorithmEntry, config: Schema) -> Schema:
     }
     variant["additionalProperties"] = False
     return variant
-
-
-def _trains_on(algo: AlgorithmEntry, suite: EnvSuite, env_id: str) -> bool:
-    if suite == EnvSuite.GYMNASIUM:
-        return GYMNASIUM_ENVS[env_id] in algo.action_kinds
-    return True  # mpe2 offers both kinds through ``continuous_actions``
 
 
 def _env_variant(suite: EnvSuite, env_id: str, algo: AlgorithmEntry) -> Schema:

@@ -9,7 +9,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from learners.enums import Backend, EnvSuite
-from learners.envs.catalogue import env_ids, scenario_teams
+from learners.envs.catalogue import env_ids, scenario_teams, trains_on
 from learners.registry import ActionKind, AlgorithmEntry, entries
 
 router = APIRouter(prefix="/v1", tags=["catalogue"])
@@ -67,6 +67,8 @@ def _environments(algo: AlgorithmEntry) -> list[EnvironmentOut]:
     out = []
     for suite in sorted(algo.suites):
         for env_id in env_ids(suite):
+            if not trains_on(algo, suite, env_id):
+                continue
             defaults = algo.config.resolve(suite, env_id, {}).model_dump(mode="json")
             out.append(
                 EnvironmentOut(

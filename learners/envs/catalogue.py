@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from learners.enums import EnvSuite
 from learners.envs.base import VecEnv
-from learners.registry import ActionKind, AlgorithmEntry
+from learners.registry import ActionKind, AlgorithmEntry, entries
 from learners.spec import FieldError
 
 if TYPE_CHECKING:
@@ -69,6 +69,36 @@ def env_ids(suite: EnvSuite) -> tuple[str, ...]:
 def scenario_teams(suite: EnvSuite, env_id: str) -> tuple[str, ...]:
     """The teams of a catalogued env, in agent order; a Gymnasium env's one agent is ``agent``."""
     return MPE_TEAMS[env_id] if suite == EnvSuite.MPE else ("agent",)
+
+
+def trains_on(algo_entry: AlgorithmEntry, suite: EnvSuite, env_id: str) -> bool:
+    """Whether ``algo_entry`` trains on the catalogued ``env_id`` of one of its suites with some
+    kwargs: an action kind it acts in (mpe2 offers both) and teams it can learn for."""
+    if suite == EnvSuite.GYMNASIUM and GYMNASIUM_ENVS[env_id] not in algo_entry.action_kinds:
+        return False
+    return not (algo_entry.one_team and len(scenario_teams(suite, env_id)) > 1)
+
+
+def _team_errors(suite: EnvSuite, env_id: str, algo_entry: AlgorithmEntry) -> list[FieldError]:
+    teams = scenario_teams(suite, env_id)
+    if not algo_entry.one_team or len(teams) == 1:
+        return []
+    cooperative = [i for i in env_ids(suite) if len(scenario_teams(suite, i)) == 1]
+    others = [str(e.algorithm).upper() for e in entries() if suite in e.suites and not e.one_team]
+    name = str(algo_entry.algorithm).upper()
+    count = {2: "two", 3: "three"}.get(len(teams), str(len(teams)))
+    reason = (
+        f"{name} learns one team reward; {env_id} has {count} teams ({', '.join(teams)}) whose "
+        f"rewards oppose, so it would train on their mean, which no team maximises. Train {name} "
+        f"on a cooperative scenario ({', '.join(cooperative)}), or {env_id} with "
+        f"{_either(others)}"
+    )
+    return [FieldError("env.id", reason)]
+
+
+def _either(names: list[str]) -> str:
+    """``a, b or c``."""
+    return " or ".join(filter(None, [", ".join(names[:-1]), names[-1]]))
 
 
 def _constructor(suite: EnvSuite, env_id: str) -> Any:
@@ -163,9 +193,10 @@ def validate_env(
     if env_id not in env_ids(suite):
         known = ", ".join(env_ids(suite))
         return [FieldError("env.id", f"unknown {suite} environment {env_id!r} (known: {known})")]
-    errors = _kwarg_errors(suite, env_id, kwargs)
-    if errors:
-        return errors
+    errors = _team_errors(suite, env_id, algo_entry)
+    kwarg_errors = _kwarg_errors(suite, env_id, kwargs)
+    if kwarg_errors:
+        return errors + kwarg_errors
     kind = action_kind(suite, env_id, kwargs)
     if kind not in algo_entry.action_kinds:
         needs = " or ".join(sorted(algo_entry.action_kinds))

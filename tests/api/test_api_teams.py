@@ -1,6 +1,10 @@
-"""Teams through the API: the catalogue shows each environment's teams."""
+"""Teams through the API: the catalogue shows each environment's teams, and WQMIX (one team
+reward) is refused a scenario with two teams at submission."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 from fastapi.testclient import TestClient
 
@@ -18,3 +22,30 @@ def test_the_catalogue_shows_each_environments_teams(client: TestClient) -> None
     assert {e["id"]: e["teams"] for e in catalogue["ddpg"]["environments"]}["Pendulum-v1"] == [
         "agent"
     ]
+    # WQMIX learns one team reward: the catalogue offers it the cooperative scenario only.
+    assert [e["id"] for e in catalogue["wqmix"]["environments"]] == ["simple_spread_v3"]
+
+
+def test_wqmix_on_a_competitive_scenario_is_refused_and_nothing_is_stored(
+    client: TestClient, queued_messages: Callable[[], list[dict[str, Any]]]
+) -> None:
+    spec = {
+        "name": "predators and prey",
+        "algorithm": "wqmix",
+        "backend": "torch",
+        "env": {"suite": "mpe", "id": "simple_tag_v3", "num_envs": 2},
+        "total_steps": 10_000,
+    }
+
+    response = client.post("/v1/experiments", json=spec)
+
+    assert response.status_code == 422
+    (problem,) = response.json()["error"]["fields"]
+    assert problem["field"] == "env.id"
+    assert problem["reason"].startswith(
+        "WQMIX learns one team reward; simple_tag_v3 has two teams (adversary, agent)"
+    )
+    assert client.get("/v1/experiments").json()["items"] == []
+    assert queued_messages() == []
+    cooperative = {**spec, "env": {**spec["env"], "id": "simple_spread_v3"}}
+    assert client.post("/v1/experiments", json=cooperative).status_code == 201

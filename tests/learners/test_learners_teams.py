@@ -1,18 +1,23 @@
 """Teams: the env layer names each agent's side from the real mpe2 agents, the catalogue's table
-agrees with the built envs, and checkpoints carry the teams (old ones without them still load and
-resume)."""
+agrees with the built envs, checkpoints carry the teams (old ones without them still load and
+resume), and an algorithm that learns one team reward (WQMIX) is refused a scenario with two."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pytest
 
 from learners import checkpoint
-from learners.enums import EnvSuite
-from learners.envs.catalogue import MPE_ENVS, MPE_TEAMS, scenario_teams
+from learners.enums import Algorithm, EnvSuite
+from learners.envs.catalogue import MPE_ENVS, MPE_TEAMS, scenario_teams, trains_on
 from learners.envs.gymnasium_env import GymnasiumVecEnv
 from learners.envs.mpe import MPEVecEnv
 from learners.envs.teams import team_members, team_of, team_returns
+from learners.registry import ActionKind, entries, entry
+from learners.spec import SpecError, parse_spec
+from learners.spec_schema import spec_json_schema
 
 # What mpe2 names the agents of each scenario with its default kwargs.
 MPE_AGENTS = {
@@ -95,3 +100,62 @@ def test_a_manifest_with_other_teams_or_shapes_is_another_env() -> None:
     assert not checkpoint.same_env({**data, "teams": ["agent"] * 4}, info)
     old = {k: v for k, v in data.items() if k != "teams"}
     assert not checkpoint.same_env({**old, "obs_dim": 99}, info)
+
+
+# -- algorithms that learn one team reward ---------------------------------------------------------
+
+
+def _spec(algorithm: Algorithm, env_id: str) -> dict[str, Any]:
+    continuous = ActionKind.DISCRETE not in entry(algorithm).action_kinds
+    return {
+        "name": "teams",
+        "algorithm": algorithm,
+        "backend": "torch",
+        "env": {"suite": "mpe", "id": env_id, "kwargs": {"continuous_actions": continuous}},
+        "total_steps": 1000,
+    }
+
+
+@pytest.mark.parametrize("env_id", [i for i in MPE_ENVS if len(MPE_TEAMS[i]) > 1])
+def test_wqmix_refuses_a_scenario_with_two_teams(env_id: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        parse_spec(_spec(Algorithm.WQMIX, env_id))
+    (error,) = caught.value.errors
+    assert error.field == "env.id"
+    assert error.reason.startswith(
+        f"WQMIX learns one team reward; {env_id} has two teams (adversary, agent)"
+    )
+    assert "simple_spread_v3" in error.reason and "MADDPG" in error.reason
+    assert not trains_on(entry(Algorithm.WQMIX), EnvSuite.MPE, env_id)
+
+
+def test_wqmix_trains_on_the_cooperative_scenario() -> None:
+    assert parse_spec(_spec(Algorithm.WQMIX, "simple_spread_v3")).env.id == "simple_spread_v3"
+
+
+def test_the_refusal_comes_with_the_other_errors_of_the_env() -> None:
+    spec = _spec(Algorithm.WQMIX, "simple_tag_v3")
+    spec["env"]["kwargs"]["bogus"] = 1
+    with pytest.raises(SpecError) as caught:
+        parse_spec(spec)
+    assert [e.field for e in caught.value.errors] == ["env.id", "env.kwargs.bogus"]
+
+
+@pytest.mark.parametrize(
+    "algorithm", [e.algorithm for e in entries() if EnvSuite.MPE in e.suites and not e.one_team]
+)
+def test_per_agent_algorithms_accept_every_scenario(algorithm: Algorithm) -> None:
+    for env_id in MPE_ENVS:
+        assert parse_spec(_spec(algorithm, env_id)).env.id == env_id
+
+
+def test_the_published_schema_leaves_the_refused_scenarios_out() -> None:
+    schema, _ = spec_json_schema()
+    variants = {v["properties"]["algorithm"]["const"]: v for v in schema["oneOf"]}
+
+    def env_ids_of(algorithm: str) -> list[str]:
+        envs = variants[algorithm]["properties"]["env"]["oneOf"]
+        return [e["properties"]["id"]["const"] for e in envs]
+
+    assert env_ids_of("wqmix") == ["simple_spread_v3"]
+    assert env_ids_of("maddpg") == list(MPE_ENVS)
