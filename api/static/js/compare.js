@@ -5,6 +5,8 @@ import { LineChart, PALETTE } from "./chart.js";
 import { api, badge, fill, h } from "./util.js";
 
 const DEFAULT_METRICS = ["train/episode_return", "eval/episode_return"];
+// A competitive run's per-team returns (`eval/episode_return/adversary`) are shown by default too.
+const TEAM_RETURN = /^(train|eval)\/episode_return\/[^/]+$/;
 
 /** A spec as dotted keys: {"env.id": "Pendulum-v1", "hyperparameters.tau": 0.005, ...}. */
 export function flatten(value, prefix = "", out = {}) {
@@ -23,6 +25,7 @@ function show(value) {
 export async function mount(root, params) {
   const chosen = new Set((params.get("ids") || "").split(",").filter(Boolean));
   const metrics = new Set(DEFAULT_METRICS);
+  const offered = new Set(); // every metric the picker has shown: a default is added only once
   const recent = (await api("/v1/experiments?limit=100")).items;
   // Runs named in the link but older than the list still belong in the picker.
   for (const id of chosen) {
@@ -57,7 +60,12 @@ export async function mount(root, params) {
       return;
     }
     const body = await api(`/v1/metrics?experiment_ids=${runs.map((r) => r.id).join(",")}&max_points=500`);
-    drawMetricPicker([...new Set(body.series.map((s) => s.name))].sort(), runs, body);
+    const names = [...new Set(body.series.map((s) => s.name))].sort();
+    for (const name of names) {
+      if (!offered.has(name) && TEAM_RETURN.test(name)) metrics.add(name);
+      offered.add(name);
+    }
+    drawMetricPicker(names, runs, body);
     drawCharts(runs, body);
     drawTable(runs);
   }

@@ -8,9 +8,13 @@ import { LineChart } from "./chart.js";
 import { canWrite } from "./session.js";
 import { ApiError, TERMINAL, api, badge, bytes, envName, fill, h, num, progressBar, when } from "./util.js";
 
+// A return over every agent, or one team's (`train/episode_return/adversary`: one line per team on
+// a scenario with several teams).
+const RETURN = /^(train|eval)\/episode_return(\/[^/]+)?$/;
+
 // Which metrics each chart shows: exact names or a prefix test.
 const CHARTS = [
-  { id: "return", title: "Episode return", match: (n) => n === "train/episode_return" || n === "eval/episode_return" },
+  { id: "return", title: "Episode return", match: (n) => RETURN.test(n) },
   { id: "loss", title: "Losses", match: (n) => n.startsWith("learner/loss") },
   { id: "entropy", title: "Entropy", match: (n) => n === "learner/entropy" },
   { id: "lr", title: "Learning rate", match: (n) => n === "learner/learning_rate" },
