@@ -23,7 +23,8 @@ from core.settings import Settings
 @pytest.fixture(scope="session")
 def retention_pg_url(pg_url: str) -> Iterator[str]:
     """A migrated PostgreSQL database beside the session's one, dropped afterwards."""
-    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    # Checked before use: other tests of the session may cut idle connections of this server.
+    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT", pool_pre_ping=True)
     name = f"marlforge_retention_{secrets.token_hex(6)}"
     url = make_url(pg_url).set(database=name).render_as_string(hide_password=False)
     try:

@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Engine, create_engine, select, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from core.db import make_engine, make_session_factory
 from core.enums import ExperimentStatus
 from core.models import Experiment, ExperimentEvent, MetricPointRow
 from core.storage import FilesystemStore
@@ -22,10 +24,13 @@ from workers.orchestration import Outcome, RunLimits, run_experiment
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 IN_A_TRANSACTION = "state IN ('active', 'idle in transaction')"
+VICTIM = "marlforge-cut-me"
+"""The application name of the job's connections (its worker's and its run process's): the only
+ones cut, so that the session's other connections (fixtures, other stacks) are left alone."""
 
 
 class Cutter:
-    """Terminates the other connections of the database, from a connection of its own."""
+    """Terminates the job's connections, from a connection of its own."""
 
     def __init__(self, pg_url: str) -> None:
         self.engine: Engine = create_engine(pg_url, isolation_level="AUTOCOMMIT")
@@ -37,7 +42,7 @@ class Cutter:
     def _terminate(self, where: str) -> int:
         query = text(
             "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
-            f"WHERE datname = current_database() AND pid <> pg_backend_pid() AND {where}"
+            f"WHERE datname = current_database() AND application_name = '{VICTIM}' AND {where}"
         )
         with self.engine.connect() as connection:
             return int(connection.execute(query).scalar_one())
@@ -85,9 +90,13 @@ def test_a_run_survives_its_database_connections_cut_mid_transaction(
     assert run_experiment(reference, session_factory, storage, limits) == Outcome.DONE
 
     cut = submit(spec)
+    # The job's own engine, named: its run process opens its connections on the same URL.
+    named = make_url(pg_url).update_query_dict({"application_name": VICTIM})
+    job_engine = make_engine(named.render_as_string(hide_password=False))
+    job_sessions = make_session_factory(job_engine)
     result: list[Outcome] = []
     thread = threading.Thread(
-        target=lambda: result.append(run_experiment(cut, session_factory, storage, limits))
+        target=lambda: result.append(run_experiment(cut, job_sessions, storage, limits))
     )
     thread.start()
     deadline = time.monotonic() + 120
@@ -101,6 +110,7 @@ def test_a_run_survives_its_database_connections_cut_mid_transaction(
     cutter.start()
     thread.join(timeout=300)
     cutter.stop()
+    job_engine.dispose()
 
     assert cutter.cut_mid_transaction >= 1, "no connection was cut inside a transaction"
     assert result == [Outcome.DONE]
