@@ -10,6 +10,8 @@
   runs resume on the new one) until Ctrl-C or SIGTERM, which stops both (the worker checkpoints
   its run first and puts it back in the queue, so the next ``up`` continues it). It prints a
   one-time URL that signs the dashboard in as the local admin key (kept in ``<var>/admin.key``).
+- ``marlforge storage copy --to URL [--from URL]``: copy every artifact to another store (a
+  directory to a bucket), each sha256 verified (``core.storage.copy``).
 - ``marlforge compact``: compact the runs whose retention has passed (``core.retention``; the API
   also does it every ``MARLFORGE_RETENTION_INTERVAL_S``).
 - ``marlforge keys create --project NAME --role ROLE [--name LABEL]``, ``keys list [--project]``,
@@ -30,6 +32,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from types import FrameType
+from typing import Any
 
 from core.auth import cli as keys_cli
 from core.enums import Role
@@ -92,6 +95,35 @@ def cmd_api(settings: Settings, host: str, port: int) -> int:
         reaper.stop()
         engine.dispose()
     return 0
+
+
+def cmd_storage_copy(settings: Settings, source_url: str | None, destination_url: str) -> int:
+    """Copy every artifact to another store, verifying each sha256 (``core.storage.copy``);
+    exit 1 when an object could not be copied."""
+    from core.db import make_engine, make_session_factory
+    from core.storage import open_store
+    from core.storage.copy import copy_store
+
+    def store(url: str) -> Any:
+        endpoint = settings.s3_endpoint_url or None
+        return open_store(url, cache_dir=settings.var_dir / "cache", endpoint_url=endpoint)
+
+    source = store(source_url or settings.artifacts_url)
+    destination = store(destination_url)
+    engine = make_engine(settings.database_url)
+    try:
+        report = copy_store(source, destination, make_session_factory(engine))
+    finally:
+        engine.dispose()
+    for problem in report.problems:
+        print(f"not copied: {problem}", flush=True)
+    print(
+        f"copied {len(report.copied)} object(s) ({report.bytes_copied:,} bytes) from "
+        f"{source.url} to {destination.url}, each sha256 verified; {len(report.already_there)} "
+        f"already there; {len(report.problems)} not copied",
+        flush=True,
+    )
+    return 1 if report.problems else 0
 
 
 def cmd_compact(settings: Settings) -> int:
@@ -221,6 +253,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub.add_parser("worker-health", help="exit 0 when the worker's heartbeat is fresh, else 1")
     sub.add_parser("compact", help="compact the runs whose retention has passed")
+    storage = sub.add_parser("storage", help="manage the artifact store")
+    verbs = storage.add_subparsers(dest="verb", required=True)
+    copy = verbs.add_parser("copy", help="copy every artifact to another store, verified")
+    copy.add_argument(
+        "--to", required=True, help="the destination: file:///path or s3://bucket/prefix"
+    )
+    copy.add_argument(
+        "--from", dest="source", default=None, help="the source (MARLFORGE_ARTIFACTS_URL)"
+    )
     migrate = sub.add_parser("migrate", help="upgrade the database schema")
     migrate.add_argument("--revision", default="head", help="target revision (default: head)")
     _add_keys_parser(sub)
@@ -264,6 +305,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_keys(settings, args)
     if args.command == "compact":
         return cmd_compact(settings)
+    if args.command == "storage":
+        return cmd_storage_copy(settings, args.source, args.to)
     host = args.host or settings.api_host
     port = args.port or settings.api_port
     if args.command == "api":

@@ -61,6 +61,10 @@ class CheckpointRepository:
             )
         )
 
+    def all_hashes(self) -> list[tuple[str, str]]:
+        """The key and sha256 of every recorded checkpoint of every experiment."""
+        return [(p, h) for p, h in self.session.execute(select(Checkpoint.path, Checkpoint.sha256))]
+
     def latest(self, experiment_id: str) -> Checkpoint | None:
         """The checkpoint with the highest step, or None."""
         query = (
