@@ -10,6 +10,7 @@
   runs resume on the new one) until Ctrl-C or SIGTERM, which stops both (the worker checkpoints
   its run first and puts it back in the queue, so the next ``up`` continues it). It prints a
   one-time URL that signs the dashboard in as the local admin key (kept in ``<var>/admin.key``).
+- ``marlforge storage init``: create the store's bucket or directory when it is missing.
 - ``marlforge storage copy --to URL [--from URL]``: copy every artifact to another store (a
   directory to a bucket), each sha256 verified (``core.storage.copy``).
 - ``marlforge compact``: compact the runs whose retention has passed (``core.retention``; the API
@@ -94,6 +95,19 @@ def cmd_api(settings: Settings, host: str, port: int) -> int:
         compactor.stop()
         reaper.stop()
         engine.dispose()
+    return 0
+
+
+def cmd_storage_init(settings: Settings) -> int:
+    """Create the store's bucket or directory when it is missing, and say what was done."""
+    from core.storage import StoreError, store_for
+
+    store = store_for(settings)
+    try:
+        print(f"{store.url}: {store.create()}", flush=True)
+    except StoreError as exc:
+        print(f"{store.url}: {exc}", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 
@@ -255,6 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("compact", help="compact the runs whose retention has passed")
     storage = sub.add_parser("storage", help="manage the artifact store")
     verbs = storage.add_subparsers(dest="verb", required=True)
+    verbs.add_parser("init", help="create the store's bucket or directory if it is missing")
     copy = verbs.add_parser("copy", help="copy every artifact to another store, verified")
     copy.add_argument(
         "--to", required=True, help="the destination: file:///path or s3://bucket/prefix"
@@ -305,6 +320,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_keys(settings, args)
     if args.command == "compact":
         return cmd_compact(settings)
+    if args.command == "storage" and args.verb == "init":
+        return cmd_storage_init(settings)
     if args.command == "storage":
         return cmd_storage_copy(settings, args.source, args.to)
     host = args.host or settings.api_host

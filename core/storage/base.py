@@ -97,6 +97,11 @@ class ArtifactStore(Protocol):
         """None when the store can be used; otherwise why not (for readiness checks)."""
         ...
 
+    def create(self) -> str:
+        """Make the store's bucket or directory when it does not exist (``marlforge storage
+        init``); a sentence saying what was done. ``StoreError`` when it cannot."""
+        ...
+
 
 def check_key(key: str) -> str:
     """``key`` when it is a plain relative path; ValueError for one that could leave the store."""

@@ -19,6 +19,7 @@ from core.storage.base import (
     TEMP_PREFIX,
     ObjectMissing,
     StoredObject,
+    StoreError,
     check_key,
     check_prefix,
     checkpoint_prefix,
@@ -126,6 +127,15 @@ class FilesystemStore:
         if not os.access(self.root, os.W_OK | os.X_OK):
             return f"{self.url} is not writable"
         return None
+
+    def create(self) -> str:
+        if self.root.is_dir():
+            return f"directory {self.root} exists"
+        try:
+            self.root.mkdir(parents=True)
+        except OSError as exc:
+            raise StoreError(f"could not create {self.url}: {exc}") from exc
+        return f"created directory {self.root}"
 
     def _open(self, key: str) -> BinaryIO:
         try:

@@ -212,6 +212,27 @@ class S3Store:
             return f"{self.url} unreachable{where}: {_reason(exc)}"
         return None
 
+    def create(self) -> str:
+        client = self._client()
+        try:
+            client.head_bucket(Bucket=self.bucket)
+            return f"bucket {self.bucket!r} exists"
+        except ClientError as exc:
+            if not (_is_missing(exc) or "NoSuchBucket" in str(exc)):
+                raise self._error("check the bucket of", "", exc) from exc
+        except _FAILURES as exc:
+            raise self._error("reach", "", exc) from exc
+        region = client.meta.region_name
+        # Outside us-east-1, AWS wants the bucket's region said again.
+        where = {} if region in (None, "us-east-1") else {
+            "CreateBucketConfiguration": {"LocationConstraint": region}
+        }  # fmt: skip
+        try:
+            client.create_bucket(Bucket=self.bucket, **where)
+        except _FAILURES as exc:
+            raise self._error("create the bucket of", "", exc) from exc
+        return f"created bucket {self.bucket!r}"
+
     def _key(self, key: str) -> str:
         check_key(key)
         return f"{self.prefix}/{key}" if self.prefix else key
