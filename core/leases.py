@@ -102,13 +102,16 @@ def reap(
     dispatcher: Dispatcher,
     ttl_s: float,
     now: dt.datetime | None = None,
+    among: list[str] | None = None,
 ) -> list[Takeover]:
-    """Move on every run whose lease lapsed (see the module's docstring); return what was done."""
+    """Move on every run whose lease lapsed (only those of ``among`` when given; see the
+    module's docstring); return what was done."""
     now = now or utcnow()
     legacy_before = now - dt.timedelta(seconds=ttl_s)
     done: list[Takeover] = []
     with session_factory() as session:
-        for experiment in LeaseRepository(session).lapsed(now, legacy_before, REAP_BATCH):
+        expired = LeaseRepository(session).lapsed(now, legacy_before, REAP_BATCH, among)
+        for experiment in expired:
             takeover = _take_over(session, experiment, now, legacy_before)
             session.commit()
             if takeover is None:
@@ -127,9 +130,10 @@ def release_worker(
     without waiting for them to lapse."""
     with session_factory() as session:
         leases = LeaseRepository(session)
-        leases.expire(leases.held_by(worker_id), utcnow())
+        held = leases.held_by(worker_id)
+        leases.expire(held, utcnow())
         session.commit()
-    return reap(session_factory, dispatcher, ttl_s=0.0)
+    return reap(session_factory, dispatcher, ttl_s=0.0, among=held) if held else []
 
 
 def _take_over(

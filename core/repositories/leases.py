@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 
 from sqlalchemy import ColumnElement, and_, func, or_, select, update
 from sqlalchemy.orm import Session
@@ -49,14 +50,23 @@ class LeaseRepository:
         )
         return self.session.execute(statement).rowcount == 1  # type: ignore[attr-defined,no-any-return]
 
-    def lapsed(self, now: dt.datetime, legacy_before: dt.datetime, limit: int) -> list[Experiment]:
-        """Held runs whose lease lapsed, the longest silent first."""
+    def lapsed(
+        self,
+        now: dt.datetime,
+        legacy_before: dt.datetime,
+        limit: int,
+        among: Sequence[str] | None = None,
+    ) -> list[Experiment]:
+        """Held runs whose lease lapsed (only those of ``among`` when given), the longest silent
+        first."""
         query = (
             select(Experiment)
             .where(Experiment.status.in_(HELD_STATUSES), lapsed(now, legacy_before))
             .order_by(Experiment.lease_expires_at, Experiment.id)
             .limit(limit)
         )
+        if among is not None:
+            query = query.where(Experiment.id.in_(list(among)))
         return list(self.session.scalars(query))
 
     def held_by(self, worker_id: str) -> list[str]:

@@ -228,12 +228,16 @@ def test_a_dead_workers_runs_are_released_at_once_and_no_one_elses(
 ) -> None:
     dead = start(worker="up-w1")
     alive = start(worker="up-w2")
+    legacy = start(worker="old")  # started before leases existed: no lease to read
+    transition(session, legacy, [S.RUNNING], S.RUNNING, None, lease_expires_at=None)
+    session.commit()
 
     done = leases.release_worker(rollback_sessions, dispatcher, "up-w1")
 
-    assert [t.experiment_id for t in done if t.experiment_id in (dead, alive)] == [dead]
+    assert [t.experiment_id for t in done] == [dead]
     assert experiments.get(session, dead).status == S.QUEUED
     assert experiments.get(session, alive).status == S.RUNNING
+    assert experiments.get(session, legacy).status == S.RUNNING
 
 
 def test_a_run_started_before_leases_existed_is_reaped_only_once_it_is_silent(
