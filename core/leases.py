@@ -27,14 +27,13 @@ import datetime as dt
 import logging
 import os
 import socket
-import threading
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from core import experiments
+from core.background import Periodic
 from core.db import utcnow
 from core.enums import EventKind, ExperimentStatus
 from core.errors import BrokerUnavailable
@@ -195,7 +194,7 @@ def _dispatch(session: Session, dispatcher: Dispatcher, experiment_id: str) -> N
         log.error("experiment %s: %s", experiment_id, exc)
 
 
-class Reaper:
+class Reaper(Periodic):
     """Runs ``reap`` every ``interval_s`` in a daemon thread until ``stop`` (the API runs one)."""
 
     def __init__(
@@ -205,28 +204,10 @@ class Reaper:
         ttl_s: float,
         interval_s: float,
     ) -> None:
+        super().__init__("lease-reaper", interval_s)
         self.session_factory = session_factory
         self.dispatcher = dispatcher
         self.ttl_s = ttl_s
-        self.interval_s = interval_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="lease-reaper", daemon=True)
 
-    def start(self) -> Reaper:
-        self._thread.start()
-        return self
-
-    def stop(self, timeout_s: float = 5.0) -> None:
-        self._stop.set()
-        self._thread.join(timeout_s)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                reap(self.session_factory, self.dispatcher, self.ttl_s)
-            except SQLAlchemyError as exc:
-                # The database is down: the leases cannot be read either; try again next pass.
-                log.warning("lease reaper: the database is unreachable: %s", exc)
-            except Exception:
-                # Never let one bad pass end the thread: the next one may succeed.
-                log.exception("lease reaper: a pass failed")
+    def work(self) -> None:
+        reap(self.session_factory, self.dispatcher, self.ttl_s)

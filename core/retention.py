@@ -33,15 +33,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TypeVar
 
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from core.background import Periodic
 from core.db import utcnow
 from core.enums import EventKind
 from core.repositories.retention import RetentionRepository
@@ -248,7 +247,7 @@ def compact(
     return _Pass(session_factory, settings, cutoff, batch_rows, max_transactions).run()
 
 
-class Compactor:
+class Compactor(Periodic):
     """Runs ``compact`` every ``settings.retention_interval_s`` in a daemon thread until ``stop``
     (``marlforge api`` runs one beside the lease reaper). A backlog is worked off in calls of
     ``PASS_TRANSACTIONS`` transactions a second apart, so a stop never waits long."""
@@ -259,35 +258,15 @@ class Compactor:
     PASS_TRANSACTIONS = 100
 
     def __init__(self, session_factory: sessionmaker[Session], settings: Settings) -> None:
+        interval_s = settings.retention_interval_s
+        super().__init__("compactor", interval_s, min(self.FIRST_PASS_S, interval_s))
         self.session_factory = session_factory
         self.settings = settings
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="compactor", daemon=True)
 
-    def start(self) -> Compactor:
-        self._thread.start()
-        return self
-
-    def stop(self, timeout_s: float = 5.0) -> None:
-        self._stop.set()
-        self._thread.join(timeout_s)
-
-    def _loop(self) -> None:
-        delay = min(self.FIRST_PASS_S, self.settings.retention_interval_s)
-        while not self._stop.wait(delay):
-            delay = self.settings.retention_interval_s
-            try:
-                report = compact(
-                    self.session_factory, self.settings, max_transactions=self.PASS_TRANSACTIONS
-                )
-            except SQLAlchemyError as exc:
-                log.warning("compaction: the database is unreachable: %s", exc)
-                continue
-            except Exception:
-                # Never let one bad pass end the thread: the next one may succeed.
-                log.exception("compaction: a pass failed")
-                continue
-            if report.compacted:
-                log.info("compacted %d run(s)", len(report.compacted))
-            if not report.finished:
-                delay = 1.0
+    def work(self) -> float | None:
+        report = compact(
+            self.session_factory, self.settings, max_transactions=self.PASS_TRANSACTIONS
+        )
+        if report.compacted:
+            log.info("compacted %d run(s)", len(report.compacted))
+        return None if report.finished else 1.0

@@ -12,6 +12,7 @@ fails: CI must never pass by skipping its integration tests.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from collections.abc import Callable, Iterator
@@ -51,7 +52,9 @@ def _redis_base_url() -> str:
 def create_postgres_database(prefix: str = "marlforge_test") -> tuple[str, Engine]:
     """A new empty database on the test server: its URL and an AUTOCOMMIT admin engine."""
     base = make_url(_postgres_base_url())
-    admin = create_engine(base, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 5})
+    admin = create_engine(
+        base, isolation_level="AUTOCOMMIT", pool_pre_ping=True, connect_args={"connect_timeout": 5}
+    )
     try:
         with admin.connect() as connection:
             connection.execute(text("SELECT 1"))
@@ -70,6 +73,20 @@ def drop_postgres_database(url: str, admin: Engine) -> None:
     with admin.connect() as connection:
         connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()
+
+
+@contextlib.contextmanager
+def migrated_database(prefix: str) -> Iterator[str]:
+    """A new database on the test server, built by the migrations, dropped afterwards: for tests
+    that must see no other test's rows."""
+    from core import migrate
+
+    url, admin = create_postgres_database(prefix)
+    try:
+        migrate.upgrade(url)
+        yield url
+    finally:
+        drop_postgres_database(url, admin)
 
 
 @pytest.fixture(scope="session")

@@ -4,38 +4,25 @@ for compaction here."""
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from retention_support import Db, RunShape, build_run
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 from sqlalchemy.orm import sessionmaker
 
 from core import migrate
 from core.db import make_engine, make_session_factory
 from core.settings import Settings
+from tests.conftest import migrated_database
 
 
 @pytest.fixture(scope="session")
 def retention_pg_url(pg_url: str) -> Iterator[str]:
     """A migrated PostgreSQL database beside the session's one, dropped afterwards."""
-    # Checked before use: other tests of the session may cut idle connections of this server.
-    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT", pool_pre_ping=True)
-    name = f"marlforge_retention_{secrets.token_hex(6)}"
-    url = make_url(pg_url).set(database=name).render_as_string(hide_password=False)
-    try:
-        with admin.connect() as connection:
-            connection.execute(text(f'CREATE DATABASE "{name}"'))
-        migrate.upgrade(url)
+    with migrated_database("marlforge_retention") as url:
         yield url
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -5,8 +5,6 @@ counter of the rows each transaction deletes."""
 from __future__ import annotations
 
 import datetime as dt
-import math
-import random
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +20,7 @@ from core.queue import CeleryDispatcher
 from core.repositories import CheckpointRepository, EventRepository, MetricRepository, MetricWrite
 from core.settings import Settings
 from learners.spec import parse_spec
+from tests import series_support
 from tests.auth_support import default_project_id
 
 S = ExperimentStatus
@@ -37,22 +36,8 @@ class Db:
 
 
 def noisy(seed: int, length: int) -> list[Point]:
-    """Uneven steps with a hole, values rounded to one decimal (many equal values), a spike, a dip
-    and runs of non-finite values."""
-    rng = random.Random(seed)
-    points: list[Point] = []
-    step = rng.randrange(1, 50)
-    for k in range(length):
-        value: float | None = round(math.sin(k / 400) + rng.gauss(0, 0.3), 1)
-        if k == length // 3:
-            value = 1e6
-        if k == 2 * length // 3:
-            value = -1e6
-        if length // 2 <= k < length // 2 + 150 or rng.random() < 0.02:
-            value = None
-        points.append(Point(step, value, 1.7e9 + k))
-        step += rng.randrange(1, 30) + (50_000 if k == length // 4 else 0)
-    return points
+    """A long-period noisy series (``tests.series_support.noisy``): retention's cases."""
+    return series_support.noisy(seed, length, period=400)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import sessionmaker
 
-from core import experiments, migrate
+from core import experiments
 from core.db import make_engine, make_session_factory
 from core.queue import CeleryDispatcher
 from core.repositories import CheckpointRepository
@@ -23,7 +23,7 @@ from core.settings import Settings
 from core.storage import ArtifactStore, checkpoint_key, open_store, replay_key
 from learners.spec import parse_spec
 from tests.auth_support import default_project_id
-from tests.conftest import create_postgres_database, drop_postgres_database
+from tests.conftest import migrated_database
 from tests.s3_support import MotoServer
 
 pytestmark = pytest.mark.integration
@@ -32,12 +32,8 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def database_url() -> Iterator[str]:
     """A migrated database of the test's own: the copy reads every checkpoint row in it."""
-    url, admin = create_postgres_database("marlforge_copy")
-    try:
-        migrate.upgrade(url)
+    with migrated_database("marlforge_copy") as url:
         yield url
-    finally:
-        drop_postgres_database(url, admin)
 
 
 def _deployment(

@@ -5,15 +5,12 @@ each event is written."""
 
 from __future__ import annotations
 
-import contextlib
-import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, create_engine, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 from stream_support import Run, Server
 
@@ -28,34 +25,16 @@ from core.storage import FilesystemStore
 from core.streaming import events_channel, redis_url_of
 from learners.spec import parse_spec
 from tests.auth_support import bearer, default_project_id, new_key
+from tests.conftest import migrated_database
 from workers.hooks import DatabaseHooks
 
 S = ExperimentStatus
 
 
-@contextlib.contextmanager
-def own_database(pg_url: str, prefix: str) -> Iterator[str]:
-    """A migrated database beside the session's one, dropped afterwards."""
-    from core import migrate
-
-    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
-    name = f"{prefix}_{secrets.token_hex(6)}"
-    url = make_url(pg_url).set(database=name).render_as_string(hide_password=False)
-    try:
-        with admin.connect() as connection:
-            connection.execute(text(f'CREATE DATABASE "{name}"'))
-        migrate.upgrade(url)
-        yield url
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-
 @pytest.fixture(scope="module")
 def stream_db(pg_url: str) -> Iterator[str]:
     """A database of this module's own: streams see every commit, and no other test's rows."""
-    with own_database(pg_url, "marlforge_stream") as url:
+    with migrated_database("marlforge_stream") as url:
         yield url
 
 

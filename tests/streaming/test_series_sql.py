@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
-import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from core.settings import Settings
 from core.storage import FilesystemStore
 from learners.spec import parse_spec
 from tests.auth_support import bearer, default_project_id, new_key
+from tests.series_support import noisy
 
 pytestmark = pytest.mark.integration
 
@@ -99,22 +98,7 @@ def new_run(
 
 
 def _noisy(seed: int, length: int) -> list[Point]:
-    """Uneven steps with a hole, values rounded to one decimal (many equal values), a spike, a dip
-    and runs of non-finite values."""
-    rng = random.Random(seed)
-    points: list[Point] = []
-    step = rng.randrange(1, 50)
-    for k in range(length):
-        value: float | None = round(math.sin(k / 40) + rng.gauss(0, 0.3), 1)
-        if k == length // 3:
-            value = 1e6
-        if k == 2 * length // 3:
-            value = -1e6
-        if length // 2 <= k < length // 2 + 150 or rng.random() < 0.02:
-            value = None
-        points.append(Point(step, value, 1.7e9 + k))
-        step += rng.randrange(1, 30) + (50_000 if k == length // 4 else 0)
-    return points
+    return noisy(seed, length, period=40)
 
 
 @pytest.mark.parametrize("max_points", [4, 5, 37, 500, 2999, 3000])
