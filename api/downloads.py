@@ -3,6 +3,10 @@ chunks (the API never holds a file), the recorded sha256 as ``ETag`` (``If-None-
 304), one byte ``Range`` (206; a request for several ranges gets the whole object), and a
 whole-object download checked against its sha256 as it streams.
 
+With ``MARLFORGE_DOWNLOAD_URL_TTL_S`` set, a GET of an object in an S3 store is instead a 307 to a
+short-lived presigned URL (the store then serves the bytes and the ranges), its ``ETag`` still the
+recorded sha256 for the client to check.
+
 A missing object is a 404 ``file_missing``, one whose size differs from its record a 410
 ``file_corrupt``, a store that cannot be read a 503 ``storage_unavailable``: never a 500.
 """
@@ -12,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterator
-from urllib.parse import quote
 
 from fastapi import Request, Response
 from fastapi.responses import FileResponse, StreamingResponse
@@ -20,6 +23,7 @@ from starlette.responses import MalformedRangeHeader, RangeNotSatisfiable
 
 from api.errors import ApiError
 from core.storage import ArtifactStore, ObjectCorrupt, ObjectMissing, StoreError
+from core.storage.base import content_disposition
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +52,11 @@ def object_response(
     what: str,
     media_type: str = "application/octet-stream",
     filename: str | None = None,
+    redirect_ttl_s: int = 0,
 ) -> Response:
     """The object under ``key`` as the answer to ``request`` (GET or HEAD); ``size`` and
-    ``sha256`` are what its record promises, ``what`` names it in errors ("checkpoint X")."""
+    ``sha256`` are what its record promises, ``what`` names it in errors ("checkpoint X").
+    ``redirect_ttl_s`` > 0: a GET the store can presign is a 307 to a URL valid that long."""
     stored = stat_or_error(store, key, what)
     if stored != size:
         log.error("%s has %d bytes, its record %d", store.locate(key), stored, size)
@@ -62,17 +68,21 @@ def object_response(
     etag = f'"{sha256}"'
     headers = {"etag": etag, "accept-ranges": "bytes"}
     if filename is not None:
-        quoted = quote(filename)
-        headers["content-disposition"] = (
-            f'attachment; filename="{filename}"'
-            if quoted == filename
-            else f"attachment; filename*=utf-8''{quoted}"
-        )
+        headers["content-disposition"] = content_disposition(filename)
     if etag in [t.strip() for t in request.headers.get("if-none-match", "").split(",")]:
         return Response(status_code=304, headers={"etag": etag})
     span = _range(request, size, etag)
     if request.method == "HEAD":
         return Response(headers={**headers, "content-length": str(size)}, media_type=media_type)
+    if redirect_ttl_s > 0:
+        signed = _presigned(store, key, sha256, redirect_ttl_s, filename, what)
+        if signed is not None:
+            # The store answers the client, ranges included; the ETag here is the recorded
+            # sha256 the client checks its bytes against (the store's own ETag is not one).
+            return Response(
+                status_code=307,
+                headers={"location": signed, "etag": etag, "cache-control": "no-store"},
+            )
     if span is None:
         body = _verified(_open(store, key, 0, None), sha256, store.locate(key))
         headers["content-length"] = str(size)
@@ -92,6 +102,26 @@ def whole_object(
     size = stat_or_error(store, key, what)
     headers = {**headers, "content-length": str(size)}
     return StreamingResponse(_open(store, key, 0, None), headers=headers, media_type=media_type)
+
+
+def _presigned(
+    store: ArtifactStore, key: str, sha256: str, ttl_s: int, filename: str | None, what: str
+) -> str | None:
+    try:
+        return store.presign(key, sha256=sha256, expires_s=ttl_s, filename=filename)
+    except ObjectMissing:
+        raise ApiError(
+            404, "file_missing", f"the file of {what} is missing from the artifact storage"
+        ) from None
+    except ObjectCorrupt as exc:
+        log.error("%s", exc)
+        raise ApiError(
+            410, "file_corrupt",
+            f"the file of {what} in the artifact storage is not the one recorded (its sha256 "
+            "differs); it cannot be served",
+        ) from None  # fmt: skip
+    except StoreError as exc:
+        raise _unavailable(exc) from None
 
 
 def _range(request: Request, size: int, etag: str) -> tuple[int, int] | None:

@@ -40,6 +40,17 @@ class Settings(BaseSettings):
     ``<var_dir>/artifacts``."""
     s3_endpoint_url: str = ""
     """The S3 API's endpoint for MinIO and other non-AWS stores; empty: AWS's own."""
+    s3_public_endpoint_url: str = ""
+    """The S3 endpoint as the API's clients reach it, when it is not ``s3_endpoint_url`` (MinIO
+    known inside a deployment as ``http://minio:9000``); presigned URLs are signed for it. Empty:
+    ``s3_endpoint_url``."""
+    store_outage_s: float = Field(default=120.0, ge=0, le=3600)
+    """How long a worker keeps trying a checkpoint upload the artifact store refuses (a MinIO
+    restarting, a network partition) before the run fails with the reason; 0: fail at once."""
+    download_url_ttl_s: int = Field(default=0, ge=0, le=7 * 24 * 3600)
+    """0: the API streams every checkpoint download itself. N > 0: a checkpoint download from an
+    S3 store answers ``307`` with a URL presigned for N seconds, so the bytes go from the store to
+    the client without passing through the API (a directory store still streams)."""
     queue_prefix: str = Field(default="marlforge.", max_length=100)
     """Prefix of the per-backend queue names (``marlforge.torch``...); separates deployments or
     test sessions sharing one broker."""

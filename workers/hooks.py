@@ -74,10 +74,14 @@ class DatabaseHooks:
         time_limit_s: float,
         shutdown_requested: Callable[[], bool] = lambda: False,
         worker_id: str | None = None,
+        upload_retry_s: float = 0.0,
     ) -> None:
         """``worker_id``: the worker whose lease the run holds; every write is conditional on
-        still holding it. None only where the hooks are driven by hand (tests, benchmarks)."""
+        still holding it. None only where the hooks are driven by hand (tests, benchmarks).
+        ``upload_retry_s``: how long a checkpoint upload the store refused is tried again (with
+        backoff) before the run fails, so that a store restarting costs a run nothing."""
         self.experiment_id = experiment_id
+        self.upload_retry_s = upload_retry_s
         self.worker_id = worker_id
         self.session_factory = session_factory
         self.storage = storage
@@ -115,10 +119,10 @@ class DatabaseHooks:
         if self.stop_cause == StopCause.LOST:
             return  # the run is another worker's now: its checkpoints are its own
         try:
-            stored = self.storage.put(checkpoint_key(self.experiment_id, int(step)), write)
+            stored = self._upload(int(step), write)
         except UploadFailed as exc:
-            # The store refused or stayed away through the client's retries: nothing is under
-            # the key, and the earlier checkpoints stay recorded and downloadable.
+            # The store refused or stayed away through every retry: nothing is under the key,
+            # and the earlier checkpoints stay recorded and downloadable.
             raise ArtifactWriteError(
                 f"checkpoint upload to {exc.url} failed: {exc.reason}"
             ) from exc
@@ -142,6 +146,29 @@ class DatabaseHooks:
                 log.warning(
                     "[%s] could not delete a pruned checkpoint: %s", self.experiment_id, exc
                 )
+
+    def _upload(self, step: int, write: Callable[[Path], None]) -> StoredObject:
+        """Store the checkpoint, trying again while the store refuses, for ``upload_retry_s``
+        in all (pauses of 1, 2, 4... up to 30 s), each failure in the run's log."""
+        key = checkpoint_key(self.experiment_id, step)
+        give_up = time.monotonic() + self.upload_retry_s
+        pause = 1.0
+        while True:
+            try:
+                return self.storage.put(key, write)
+            except UploadFailed as exc:
+                left = give_up - time.monotonic()
+                if left <= 0:
+                    raise
+                wait = min(pause, left)
+                self.log(
+                    "warning",
+                    f"checkpoint upload to {exc.url} failed ({exc.reason}); trying again in "
+                    f"{wait:.0f} s, for up to {self.upload_retry_s:.0f} s in all",
+                )
+                self.flush()
+                time.sleep(wait)
+                pause = min(pause * 2, 30.0)
 
     def _record_checkpoint(self, step: int, stored: StoredObject) -> list[Checkpoint]:
         """Record the checkpoint file and prune the oldest; the pruned rows."""

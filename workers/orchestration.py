@@ -76,6 +76,9 @@ class RunLimits:
     cancel_grace_s: float = 60.0
     """How long a run has to honour a cancel or the worker's shutdown before the worker kills it
     (``MARLFORGE_CANCEL_GRACE_S``)."""
+    store_outage_s: float = 0.0
+    """How long a checkpoint upload is tried again while the artifact store refuses it before
+    the run fails (``MARLFORGE_STORE_OUTAGE_S``)."""
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,7 @@ def _train(
         time_limit_s=limits.time_limit_s,
         shutdown_requested=shutdown_requested,
         worker_id=job.worker_id,
+        upload_retry_s=limits.store_outage_s,
     )
     # A run that fails before it trains (its checkpoint is missing) keeps the step it shows.
     hooks.step = retry_transient(

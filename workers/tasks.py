@@ -59,6 +59,7 @@ def _limits() -> RunLimits:
         lease_ttl_s=settings.lease_ttl_s,
         memory_mb=settings.run_memory_mb,
         cancel_grace_s=settings.cancel_grace_s,
+        store_outage_s=settings.store_outage_s,
     )
 
 

@@ -71,10 +71,17 @@ def list_checkpoints(experiment_id: ExperimentId, session: SessionDep) -> Checkp
     description="The file, streamed from the artifact storage (a directory or an S3 bucket) in "
     "chunks, with `Content-Length`, an `ETag` that is its SHA-256 (`If-None-Match` gives 304) "
     "and one byte `Range` (206; `If-Range` with the ETag). A whole download is checked against "
-    "the SHA-256 as it streams: a file that does not match is cut short, never completed.",
+    "the SHA-256 as it streams: a file that does not match is cut short, never completed. When "
+    "the deployment sets `MARLFORGE_DOWNLOAD_URL_TTL_S` and keeps artifacts in S3, a GET is a "
+    "307 to a presigned URL of the store, valid that many seconds (ranges work there too); the "
+    "307's `ETag` is the SHA-256 to check the downloaded bytes against.",
     responses={
         200: {"content": {"application/octet-stream": {}}, "description": "The file."},
         206: {"description": "The requested byte range."},
+        307: {
+            "description": "Download from the store: `Location` is a presigned URL "
+            "(`MARLFORGE_DOWNLOAD_URL_TTL_S`), `ETag` the file's SHA-256."
+        },
         304: {"description": "The client's copy (`If-None-Match`) is current."},
         **error_responses(404),
         410: {
@@ -107,4 +114,5 @@ def download_checkpoint(
         sha256=row.sha256,
         what=f"checkpoint {checkpoint_id}",
         filename=f"{experiment_id}-step{row.step}.ckpt",
+        redirect_ttl_s=services.settings.download_url_ttl_s,
     )

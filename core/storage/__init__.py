@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from core.storage.base import (
     CHUNK,
     ArtifactStore,
+    ObjectCorrupt,
     ObjectMissing,
     StoredObject,
     StoreError,
@@ -50,17 +51,15 @@ __all__ = [
 ]
 
 
-class ObjectCorrupt(StoreError):
-    """An object whose bytes are not those its record promises."""
-
-    def __init__(self, url: str, expected: str, actual: str) -> None:
-        super().__init__(f"{url} has sha256 {actual}, not the recorded {expected}")
-        self.expected = expected
-        self.actual = actual
-
-
-def open_store(url: str, *, cache_dir: Path, endpoint_url: str | None = None) -> ArtifactStore:
-    """The store at ``url``: ``file:///abs/path`` or ``s3://bucket/prefix``."""
+def open_store(
+    url: str,
+    *,
+    cache_dir: Path,
+    endpoint_url: str | None = None,
+    public_endpoint_url: str | None = None,
+) -> ArtifactStore:
+    """The store at ``url``: ``file:///abs/path`` or ``s3://bucket/prefix`` (its endpoint, and the
+    one clients reach it at for presigned URLs when that differs)."""
     if url.startswith("file://"):
         from urllib.parse import unquote, urlparse
 
@@ -68,7 +67,12 @@ def open_store(url: str, *, cache_dir: Path, endpoint_url: str | None = None) ->
     if url.startswith("s3://"):
         from core.storage.s3 import S3Store  # boto3 is loaded only by deployments that use it
 
-        return S3Store(url, endpoint_url=endpoint_url, cache_dir=cache_dir)
+        return S3Store(
+            url,
+            endpoint_url=endpoint_url,
+            public_endpoint_url=public_endpoint_url,
+            cache_dir=cache_dir,
+        )
     raise ValueError(f"{url!r}: the artifact store must be a file:// or s3:// URL")
 
 
@@ -78,6 +82,7 @@ def store_for(settings: Settings) -> ArtifactStore:
         settings.artifacts_url,
         cache_dir=settings.var_dir / "cache",
         endpoint_url=settings.s3_endpoint_url or None,
+        public_endpoint_url=settings.s3_public_endpoint_url or None,
     )
 
 

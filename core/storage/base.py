@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Protocol
+from urllib.parse import quote
 
 CHUNK = 1 << 20
 """Bytes read at a time when hashing and streaming."""
@@ -37,6 +38,15 @@ class StoreError(OSError):
 
 class ObjectMissing(StoreError):
     """No object under the key."""
+
+
+class ObjectCorrupt(StoreError):
+    """An object whose bytes are not those its record promises."""
+
+    def __init__(self, url: str, expected: str, actual: str) -> None:
+        super().__init__(f"{url} has sha256 {actual}, not the recorded {expected}")
+        self.expected = expected
+        self.actual = actual
 
 
 class UploadFailed(StoreError):
@@ -102,6 +112,13 @@ class ArtifactStore(Protocol):
         init``); a sentence saying what was done. ``StoreError`` when it cannot."""
         ...
 
+    def presign(self, key: str, *, sha256: str, expires_s: int, filename: str | None) -> str | None:
+        """A URL that lets anyone holding it GET the object (ranges included) for ``expires_s``
+        seconds, with ``filename`` as its download name; None when the store cannot sign (a
+        directory). Checks the object is the one recorded with ``sha256`` as far as the store
+        can without reading it (``ObjectCorrupt``), ``ObjectMissing`` when there is none."""
+        ...
+
 
 def check_key(key: str) -> str:
     """``key`` when it is a plain relative path; ValueError for one that could leave the store."""
@@ -109,6 +126,15 @@ def check_key(key: str) -> str:
     if not key or key.startswith("/") or any(p in ("", ".", "..") for p in parts):
         raise ValueError(f"{key!r} is not a key of the artifact store")
     return key
+
+
+def content_disposition(filename: str) -> str:
+    """A ``Content-Disposition`` that downloads as ``filename`` (RFC 6266; RFC 5987 for names
+    that are not plain ASCII)."""
+    quoted = quote(filename)
+    if quoted == filename:
+        return f'attachment; filename="{filename}"'
+    return f"attachment; filename*=utf-8''{quoted}"
 
 
 def check_prefix(prefix: str) -> str:

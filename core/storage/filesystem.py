@@ -137,6 +137,9 @@ class FilesystemStore:
             raise StoreError(f"could not create {self.url}: {exc}") from exc
         return f"created directory {self.root}"
 
+    def presign(self, key: str, *, sha256: str, expires_s: int, filename: str | None) -> None:
+        return None  # a directory has no URL of its own: the API streams it
+
     def _open(self, key: str) -> BinaryIO:
         try:
             return self.resolve(key).open("rb")

@@ -32,12 +32,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 from core.storage.base import (
     CHUNK,
     TEMP_PREFIX,
+    ObjectCorrupt,
     ObjectMissing,
     StoredObject,
     StoreError,
     UploadFailed,
     check_key,
     check_prefix,
+    content_disposition,
     written,
 )
 
@@ -72,16 +74,21 @@ class S3Store:
         url: str,
         *,
         endpoint_url: str | None = None,
+        public_endpoint_url: str | None = None,
         cache_dir: Path,
         multipart_threshold: int = 8 << 20,
         multipart_chunksize: int = 8 << 20,
     ) -> None:
         """``cache_dir``: this host's folder for uploads in progress and downloaded copies. Files
         above ``multipart_threshold`` go up in parts of ``multipart_chunksize``, several at once
-        (boto3's defaults)."""
+        (boto3's defaults). ``public_endpoint_url``: the endpoint as the API's clients reach it,
+        for presigned URLs, when it is not ``endpoint_url`` (a MinIO known inside the deployment
+        as ``http://minio:9000``); a presigned URL's signature covers its host, so it is signed
+        for that host."""
         self.bucket, self.prefix = parse_s3_url(url)
         self.url = f"s3://{self.bucket}/{self.prefix}".rstrip("/")
         self.endpoint_url = endpoint_url or None
+        self.public_endpoint_url = public_endpoint_url or None
         self.cache_dir = cache_dir.resolve()
         self.multipart_threshold = multipart_threshold
         self.multipart_chunksize = multipart_chunksize
@@ -89,12 +96,12 @@ class S3Store:
             multipart_threshold=multipart_threshold, multipart_chunksize=multipart_chunksize
         )
         self._lock = threading.Lock()
-        self._clients: dict[bool, Any] = {}
+        self._clients: dict[tuple[bool, str | None], Any] = {}
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A run's process gets the store pickled: it makes its own clients from the same settings.
-        args = (self.url, self.endpoint_url, self.cache_dir, self.multipart_threshold,
-                self.multipart_chunksize)  # fmt: skip
+        args = (self.url, self.endpoint_url, self.public_endpoint_url, self.cache_dir,
+                self.multipart_threshold, self.multipart_chunksize)  # fmt: skip
         return (_rebuild, args)
 
     def locate(self, key: str) -> str:
@@ -233,6 +240,31 @@ class S3Store:
             raise self._error("create the bucket of", "", exc) from exc
         return f"created bucket {self.bucket!r}"
 
+    def presign(self, key: str, *, sha256: str, expires_s: int, filename: str | None) -> str:
+        try:
+            head = self._client().head_object(Bucket=self.bucket, Key=self._key(key))
+        except ClientError as exc:
+            if _is_missing(exc):
+                raise ObjectMissing(f"no object at {self.locate(key)}") from None
+            raise self._error("stat", key, exc) from exc
+        except _FAILURES as exc:
+            raise self._error("stat", key, exc) from exc
+        # Every object ``put`` wrote carries its sha256; one that says another is not the
+        # recorded object. (An object written by other means has none: its size was checked.)
+        stored = head.get("Metadata", {}).get("sha256")
+        if stored is not None and stored != sha256:
+            raise ObjectCorrupt(self.locate(key), sha256, stored)
+        params: dict[str, Any] = {"Bucket": self.bucket, "Key": self._key(key)}
+        if filename is not None:
+            params["ResponseContentDisposition"] = content_disposition(filename)
+        try:
+            url: str = self._client(endpoint=self.public_endpoint_url).generate_presigned_url(
+                "get_object", Params=params, ExpiresIn=expires_s
+            )
+        except _FAILURES as exc:
+            raise self._error("sign a URL of", key, exc) from exc
+        return url
+
     def _key(self, key: str) -> str:
         check_key(key)
         return f"{self.prefix}/{key}" if self.prefix else key
@@ -248,31 +280,41 @@ class S3Store:
         where = f"{self.url}/{key}" if key else self.url
         return StoreError(f"could not {action} {where}: {_reason(exc)}")
 
-    def _client(self, *, quick: bool = False) -> Any:
+    def _client(self, *, quick: bool = False, endpoint: str | None = None) -> Any:
         """boto3's S3 client (thread-safe), made once. ``quick``: one attempt and short
-        timeouts, for a readiness check that must answer within a probe's timeout."""
+        timeouts, for a readiness check that must answer within a probe's timeout. ``endpoint``:
+        another endpoint than ``endpoint_url`` (the public one, to sign URLs for)."""
+        endpoint = endpoint or self.endpoint_url
         with self._lock:
-            client = self._clients.get(quick)
+            client = self._clients.get((quick, endpoint))
             if client is None:
                 config = Config(
                     connect_timeout=3 if quick else 10,
                     read_timeout=5 if quick else 60,
                     retries={"total_max_attempts": 1} if quick else None,
                     # Non-AWS servers (MinIO, test servers) are addressed by path.
-                    s3={"addressing_style": "path"} if self.endpoint_url else None,
+                    s3={"addressing_style": "path"} if endpoint else None,
+                    # Signature version 4, which every region and S3-compatible server accepts
+                    # (version 2 presigned URLs are refused by newer regions).
+                    signature_version="s3v4",
                 )
                 session = boto3.session.Session()
-                client = session.client("s3", endpoint_url=self.endpoint_url, config=config)
-                self._clients[quick] = client
+                client = session.client("s3", endpoint_url=endpoint, config=config)
+                self._clients[(quick, endpoint)] = client
             return client
 
 
 def _rebuild(
-    url: str, endpoint_url: str | None, cache_dir: Path, threshold: int, chunksize: int
+    url: str,
+    endpoint_url: str | None,
+    public_endpoint_url: str | None,
+    cache_dir: Path,
+    threshold: int,
+    chunksize: int,
 ) -> S3Store:
     return S3Store(
-        url, endpoint_url=endpoint_url, cache_dir=cache_dir, multipart_threshold=threshold,
-        multipart_chunksize=chunksize,
+        url, endpoint_url=endpoint_url, public_endpoint_url=public_endpoint_url,
+        cache_dir=cache_dir, multipart_threshold=threshold, multipart_chunksize=chunksize,
     )  # fmt: skip
 
 

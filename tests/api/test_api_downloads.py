@@ -8,6 +8,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
@@ -184,3 +185,104 @@ def test_an_unreachable_store_is_503(
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "storage_unavailable"
     assert response.headers["retry-after"] == "5"
+
+
+@pytest.fixture
+def bucket(s3_server: MotoServer, s3_url: str, tmp_path: Path) -> S3Store:
+    """A bucket whose presigned URLs name the store as its clients reach it (``localhost``), not
+    as the API does (``127.0.0.1``)."""
+    return S3Store(
+        s3_url,
+        endpoint_url=s3_server.endpoint,
+        public_endpoint_url=f"http://localhost:{s3_server.port}",
+        cache_dir=tmp_path / "cache",
+    )
+
+
+def test_with_a_url_lifetime_an_s3_download_is_a_redirect_the_store_serves(
+    settings: Settings,
+    rollback_sessions: sessionmaker[Session],
+    session: Session,
+    keys: dict[str, str],
+    experiment_id: str,
+    bucket: S3Store,
+    s3_server: MotoServer,
+) -> None:
+    data = bytes(range(256)) * 8_000
+    row = _store_checkpoint(session, bucket, experiment_id, 100, data)
+    url = _url(experiment_id, row)
+    app = create_app(
+        settings.model_copy(update={"download_url_ttl_s": 120}),
+        session_factory=rollback_sessions,
+        storage=bucket,
+    )
+    with TestClient(app, headers=bearer(keys["member"])) as client:
+        redirect = client.get(url, follow_redirects=False)
+        head = client.head(url)
+        anonymous = client.get(url, headers={"authorization": ""}, follow_redirects=False)
+
+    assert redirect.status_code == 307
+    assert redirect.headers["etag"] == f'"{row.sha256}"'
+    assert redirect.headers["cache-control"] == "no-store"
+    location = redirect.headers["location"]
+    assert location.startswith(f"http://localhost:{s3_server.port}/")
+    assert "X-Amz-Expires=120" in location and "X-Amz-Signature=" in location
+    assert anonymous.status_code == 401  # the URL is handed out to keys of the project only
+    assert head.status_code == 200 and head.headers["content-length"] == str(len(data))
+    # The client follows it without the API's key: the store serves the bytes and the ranges.
+    whole = httpx.get(location)
+    part = httpx.get(location, headers={"range": "bytes=5-9"})
+    assert whole.status_code == 200
+    assert hashlib.sha256(whole.content).hexdigest() == row.sha256
+    assert whole.headers["content-disposition"] == (
+        f'attachment; filename="{experiment_id}-step100.ckpt"'
+    )
+    assert part.status_code == 206 and part.content == data[5:10]
+    assert httpx.get(location.split("?")[0]).status_code == 403  # the signature is what lets it
+
+
+def test_a_redirect_is_never_given_for_a_missing_or_rewritten_object(
+    settings: Settings,
+    rollback_sessions: sessionmaker[Session],
+    session: Session,
+    keys: dict[str, str],
+    experiment_id: str,
+    bucket: S3Store,
+) -> None:
+    missing = _store_checkpoint(session, bucket, experiment_id, 100, b"weights")
+    rewritten = _store_checkpoint(session, bucket, experiment_id, 200, b"weights")
+    bucket.delete(missing.path)
+    bucket.put(rewritten.path, lambda p: p.write_bytes(b"WEIGHTS"))  # same size, other bytes
+    app = create_app(
+        settings.model_copy(update={"download_url_ttl_s": 60}),
+        session_factory=rollback_sessions,
+        storage=bucket,
+    )
+    with TestClient(app, headers=bearer(keys["member"])) as client:
+        gone = client.get(_url(experiment_id, missing), follow_redirects=False)
+        other = client.get(_url(experiment_id, rewritten), follow_redirects=False)
+
+    assert gone.status_code == 404 and gone.json()["error"]["code"] == "file_missing"
+    # Caught without reading the bytes: the object's sha256 metadata is not the recorded one.
+    assert other.status_code == 410 and other.json()["error"]["code"] == "file_corrupt"
+    assert "sha256" in other.json()["error"]["message"]
+
+
+def test_a_directory_store_streams_even_with_a_url_lifetime(
+    settings: Settings,
+    rollback_sessions: sessionmaker[Session],
+    session: Session,
+    keys: dict[str, str],
+    experiment_id: str,
+) -> None:
+    directory = FilesystemStore(settings.artifacts_dir)
+    row = _store_checkpoint(session, directory, experiment_id, 100, b"weights")
+    app = create_app(
+        settings.model_copy(update={"download_url_ttl_s": 60}),
+        session_factory=rollback_sessions,
+        storage=directory,
+    )
+    with TestClient(app, headers=bearer(keys["member"])) as client:
+        response = client.get(_url(experiment_id, row), follow_redirects=False)
+
+    assert response.status_code == 200 and response.content == b"weights"

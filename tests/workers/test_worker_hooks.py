@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,9 +17,11 @@ from core import experiments
 from core.enums import EventKind, ExperimentStatus
 from core.lifecycle import transition
 from core.models import Checkpoint, Experiment, ExperimentEvent, MetricPointRow
-from core.storage import FilesystemStore
+from core.storage import ArtifactStore, FilesystemStore
+from core.storage.s3 import S3Store
 from learners.hooks import MetricPoint
-from workers.hooks import DatabaseHooks, StopCause
+from tests.s3_support import MotoServer, free_port
+from workers.hooks import ArtifactWriteError, DatabaseHooks, StopCause
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +29,7 @@ pytestmark = pytest.mark.integration
 def _hooks(
     experiment_id: str,
     session_factory: sessionmaker[Session],
-    storage: FilesystemStore,
+    storage: ArtifactStore,
     **overrides: object,
 ) -> DatabaseHooks:
     options: dict[str, object] = {
@@ -208,3 +211,76 @@ def test_log_lines_become_events(
     with session_factory() as session:
         payloads = [e.payload for e in _events(session, experiment_id, EventKind.LOG)]
     assert payloads == [{"level": "warning", "message": "replay buffer is small", "step": 40}]
+
+
+def test_a_checkpoint_upload_waits_out_a_store_that_comes_back(
+    submit: Callable[..., str],
+    tiny_spec: Callable[..., dict[str, Any]],
+    session_factory: sessionmaker[Session],
+    tmp_path: Path,
+    aws_env: None,
+) -> None:
+    # The store is away when the checkpoint is written (nothing listens on its port) and comes
+    # back two seconds later, empty: its bucket appears a moment after it starts listening.
+    server = MotoServer(tmp_path)
+    bucket = "marlforge-returning"
+    store = S3Store(f"s3://{bucket}/runs", endpoint_url=server.endpoint, cache_dir=tmp_path / "c")
+    experiment_id = submit(tiny_spec())
+    _running(session_factory, experiment_id)
+    hooks = _hooks(experiment_id, session_factory, store, upload_retry_s=60.0)
+
+    def come_back() -> None:
+        time.sleep(2.0)
+        server.start()
+        server.client().create_bucket(Bucket=bucket)
+
+    returning = threading.Thread(target=come_back)
+    returning.start()
+    try:
+        started = time.monotonic()
+        hooks.checkpoint(100, lambda path: path.write_bytes(b"weights at 100"))
+        waited = time.monotonic() - started
+        returning.join()
+
+        with session_factory() as session:
+            rows = session.scalars(
+                select(Checkpoint).where(Checkpoint.experiment_id == experiment_id)
+            ).all()
+            warnings = [
+                e.payload["message"] for e in _events(session, experiment_id, EventKind.LOG)
+            ]
+        assert [(r.step, r.sha256) for r in rows] == [
+            (100, hashlib.sha256(b"weights at 100").hexdigest())
+        ]
+        assert b"".join(store.read(rows[0].path)) == b"weights at 100"
+        assert waited >= 2.0
+        assert warnings and all("trying again in" in w for w in warnings)
+        assert warnings[0].startswith(f"checkpoint upload to s3://{bucket}/runs/experiments/")
+    finally:
+        returning.join()
+        server.stop()
+
+
+def test_a_checkpoint_upload_to_a_store_that_stays_away_fails_after_the_window(
+    submit: Callable[..., str],
+    tiny_spec: Callable[..., dict[str, Any]],
+    session_factory: sessionmaker[Session],
+    tmp_path: Path,
+    aws_env: None,
+) -> None:
+    store = S3Store(
+        "s3://gone/runs", endpoint_url=f"http://127.0.0.1:{free_port()}", cache_dir=tmp_path / "c"
+    )
+    experiment_id = submit(tiny_spec())
+    _running(session_factory, experiment_id)
+    hooks = _hooks(experiment_id, session_factory, store, upload_retry_s=3.0)
+
+    started = time.monotonic()
+    with pytest.raises(ArtifactWriteError, match=r"checkpoint upload to s3://gone/runs/.* failed"):
+        hooks.checkpoint(100, lambda path: path.write_bytes(b"weights"))
+
+    assert 3.0 <= time.monotonic() - started < 30
+    with session_factory() as session:
+        assert session.scalars(
+            select(Checkpoint).where(Checkpoint.experiment_id == experiment_id)
+        ).all() == []
