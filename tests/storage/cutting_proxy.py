@@ -1,6 +1,7 @@
 """A TCP proxy that forwards 127.0.0.1:LISTEN to 127.0.0.1:TARGET and exits, cutting every
 connection, once more than CUT_AFTER bytes went upstream: a link to the store lost in the middle of
-an upload, with the store itself still there to be looked at afterwards.
+an upload, with the store itself still there to be looked at afterwards. With CUT_AFTER 0 it
+forwards until it is killed: the store's link, taken away and brought back by the test.
 
     python tests/storage/cutting_proxy.py LISTEN TARGET CUT_AFTER   # prints "ready"
 """
@@ -27,7 +28,7 @@ def main() -> None:
                 if upstream:
                     with lock:
                         sent += len(data)
-                        if sent > cut_after:
+                        if 0 < cut_after < sent:
                             os._exit(0)  # every connection is reset at once
                 sink.sendall(data)
         except OSError:
