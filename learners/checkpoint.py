@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, JsonValue
 
 from learners.enums import Algorithm, Backend, Device
 from learners.envs.base import EnvInfo, Observation
+from learners.learner import EpisodicMemory
 
 FORMAT_VERSION = 1
 MANIFEST_KEY = "marlforge"
@@ -155,6 +156,11 @@ class Policy(Protocol):
         """Actions for a batched observation: (E, N, action_dim) in [-1, 1], or (E, N) ints."""
         ...
 
+    def end_episodes(self, ended: NDArray[np.bool_]) -> None:
+        """Forget what a recurrent policy carried for the copies whose episode ended ((E,)
+        booleans); nothing to forget for a feed-forward one."""
+        ...
+
 
 class _LearnerPolicy:
     def __init__(self, learner: Any, info: EnvInfo, manifest: Manifest) -> None:
@@ -165,6 +171,10 @@ class _LearnerPolicy:
     def act(self, observation: Observation) -> NDArray[Any]:
         actions: NDArray[Any] = self._learner.act(observation, explore=False)
         return actions
+
+    def end_episodes(self, ended: NDArray[np.bool_]) -> None:
+        if isinstance(self._learner, EpisodicMemory):
+            self._learner.end_episodes(ended)
 
 
 def load_policy(

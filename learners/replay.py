@@ -16,13 +16,16 @@ import importlib.util
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from learners.envs.base import Observation, VecEnv
 
 # Headless rendering, set before pygame or MuJoCo are imported.
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
@@ -84,21 +87,29 @@ def play(
     spec = ExperimentSpec.model_validate(policy.manifest.spec)
     env = make_vec_env(spec.env, rng.derive_seed(spec.seed, "eval"), num_envs=1, render=True)
     try:
-        obs = env.reset(episode_index=np.zeros(1, np.int64))
-        frames = [env.render().copy()]
-        while len(frames) < max_frames:
-            obs, transition = env.step(policy.act(obs))
-            if transition.episode_lengths[0] > 0:
-                # The copy has already been reset: its frame would show the next episode.
-                return frames, ReplayInfo(
-                    len(frames),
-                    float(transition.episode_returns[0]),
-                    int(transition.episode_lengths[0]),
-                )
-            frames.append(env.render().copy())
-        return frames, ReplayInfo(len(frames), None, len(frames) - 1)
+        return play_episode(env, policy.act, max_frames)
     finally:
         env.close()
+
+
+def play_episode(
+    env: VecEnv, act: Callable[[Observation], NDArray[Any]], max_frames: int = MAX_FRAMES
+) -> tuple[list[NDArray[np.uint8]], ReplayInfo]:
+    """The frames of episode 0 of copy 0 of ``env`` (made with ``render=True`` and one copy),
+    acting with ``act``; stops after ``max_frames`` frames."""
+    obs = env.reset(episode_index=np.zeros(1, np.int64))
+    frames = [env.render().copy()]
+    while len(frames) < max_frames:
+        obs, transition = env.step(act(obs))
+        if transition.episode_lengths[0] > 0:
+            # The copy has already been reset: its frame would show the next episode.
+            return frames, ReplayInfo(
+                len(frames),
+                float(transition.episode_returns[0]),
+                int(transition.episode_lengths[0]),
+            )
+        frames.append(env.render().copy())
+    return frames, ReplayInfo(len(frames), None, len(frames) - 1)
 
 
 def write_gif(

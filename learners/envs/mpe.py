@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -97,6 +98,10 @@ class MPEVecEnv:
         self._first_copy = first_copy
         self._buffers = StepBuffers(self.info)
         self.episode_index = np.zeros(num_envs, np.int64)
+        self.step_observer: Callable[[int, Any], None] | None = None
+        """Called with ``i`` and copy ``i``'s mpe2 env right after that copy stepped, before an
+        ended episode is reset: where a caller reads the world state that the step's rewards were
+        computed from (``learners.matches`` scores a match so)."""
 
     def _write_obs(self, i: int, observations: dict[str, Any], out: NDArray[np.float32]) -> None:
         for j, (agent, dim) in enumerate(zip(self._agents, self.info.obs_dims, strict=True)):
@@ -137,6 +142,8 @@ class MPEVecEnv:
         obs, transition = self._buffers.start_step()
         for i, env in enumerate(self._envs):
             observations, rewards, terminations, _, _ = env.step(self._action_dicts[i])
+            if self.step_observer is not None:
+                self.step_observer(i, env)
             for j, agent in enumerate(self._agents):
                 transition.rewards[i, j] = rewards[agent]
             if env.agents:

@@ -1,0 +1,441 @@
+"""Matches: one team's policy against another's on a mixed cooperative-competitive MPE scenario.
+
+``play_match`` seats each team of the scenario with a policy, a checkpoint of some run or uniform
+random actions, plays whole episodes with every policy acting greedily, and scores them twice:
+
+- each team's **return**, defined as in training (``learners.envs.teams``): per episode, the mean
+  over the team's agents of each agent's undiscounted return, so a match's number is comparable to
+  a run's ``eval/episode_return/<team>`` curve; reported as the mean over episodes with a 95%
+  Student-t confidence interval of that mean;
+- the scenario's **natural score**, read from the mpe2 world state (positions and sizes) after
+  every step, the state the step's rewards are computed from: ``collisions_per_episode`` on
+  simple_tag (adversary–good-agent pairs in contact, summed over the episode's steps, as the
+  adversaries' reward counts them), the per-step distances to the goal landmark on
+  simple_adversary (the adversary's, and the closest good agent's as the scenario's reward uses)
+  and simple_push (the good agent's, and the adversary's to that same goal).
+
+``fit_errors`` says why a checkpoint cannot take a team's seats, without building networks: the API
+calls it at submission, so this module imports no deep-learning framework until a match is played.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from learners import rng
+from learners.enums import EnvSuite
+from learners.envs.base import EnvInfo, Observation
+from learners.envs.catalogue import make_vec_env, scenario_teams
+from learners.envs.shapes import env_shape
+from learners.envs.teams import team_members, team_returns
+
+if TYPE_CHECKING:
+    from learners.checkpoint import Policy
+    from learners.envs.mpe import MPEVecEnv
+    from learners.spec import EnvSpec
+
+RANDOM = "random"
+TeamPolicy = Path | Literal["random"]
+"""A checkpoint file on local disk, or uniform random actions."""
+# Copies stepped together: enough to batch the policies' forward passes, few enough that a short
+# match does not build envs it never uses.
+MAX_COPIES = 16
+
+
+@dataclass(frozen=True)
+class TeamScore:
+    """One team's returns over a match's episodes."""
+
+    mean_return: float
+    """The mean over episodes of the team's episode return."""
+    ci95: tuple[float, float]
+    """The 95% Student-t interval of that mean; ``(mean, mean)`` from a single episode."""
+    returns: tuple[float, ...]
+    """Each episode's team return, in episode order."""
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    """What a match found."""
+
+    episodes: int
+    teams: dict[str, TeamScore]
+    score: dict[str, float]
+    """The scenario's natural score (empty for a scenario without one)."""
+    replay_steps: int | None
+    """Frames rendered into the replay GIF, one per step of its episode, when one was written (the
+    file may hold fewer: identical consecutive frames are stored as one that lasts longer)."""
+
+    def as_json(self) -> dict[str, Any]:
+        """The stored result: means and intervals, without the per-episode lists."""
+        return {
+            "episodes": self.episodes,
+            "teams": {
+                team: {"mean_return": s.mean_return, "ci95": list(s.ci95)}
+                for team, s in self.teams.items()
+            },
+            "score": dict(self.score),
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Fitting a checkpoint to a team's seats
+
+
+@dataclass(frozen=True)
+class _Seats:
+    """What a policy acting for every agent of an env is shaped by."""
+
+    teams: tuple[str, ...]
+    obs_dims: tuple[int, ...]
+    obs_dim: int
+    discrete: bool
+    action_dim: int
+
+
+def _seats(env: EnvSpec) -> _Seats:
+    if env.suite == EnvSuite.MPE:
+        info = _scenario_info(env.id, json.dumps(dict(env.kwargs), sort_keys=True))
+        return _Seats(
+            info.teams,
+            info.obs_dims,
+            info.obs_dim,
+            info.action_kind == "discrete",
+            info.action_dim,
+        )
+    shape = env_shape(env.suite, env.id, env.kwargs)
+    return _Seats(("agent",), (shape.obs_dim,), shape.obs_dim, shape.discrete, shape.action_dim)
+
+
+def _scenario_info(env_id: str, kwargs_json: str) -> EnvInfo:
+    from learners.envs.mpe import scenario_info
+
+    return scenario_info(env_id, json.loads(kwargs_json))
+
+
+def _kind(discrete: bool) -> str:
+    return "discrete" if discrete else "continuous"
+
+
+def fit_errors(match_env: EnvSpec, team: str, trained_env: EnvSpec) -> list[str]:
+    """Why a policy trained on ``trained_env`` cannot take ``team``'s seats in ``match_env``; ``[]``
+    when it fits. A checkpoint's policy acts for every agent of the env it was trained on, so the
+    match's env must have as many agents, the team as many seats, and the same observation and
+    action sizes. Builds one throwaway copy of each mpe2 env (no network); raises what the env's
+    constructor raises for kwargs it refuses."""
+    if (trained_env.suite, trained_env.id) != (match_env.suite, match_env.id):
+        return [f"trained on {trained_env.id}, not {match_env.id}"]
+    teams = scenario_teams(match_env.suite, match_env.id)
+    if team not in teams:
+        return [f"the scenario has no team '{team}' (its teams: {', '.join(teams)})"]
+    trained, here = _seats(trained_env), _seats(match_env)
+    errors: list[str] = []
+    if len(trained.teams) != len(here.teams):
+        errors.append(f"trained with {len(trained.teams)} agents, the match has {len(here.teams)}")
+    seats_trained, seats_here = trained.teams.count(team), here.teams.count(team)
+    if seats_trained != seats_here:
+        errors.append(f"team '{team}' had {seats_trained} agents in training, {seats_here} here")
+    if trained.discrete != here.discrete:
+        errors.append(f"{_kind(trained.discrete)} actions in training, {_kind(here.discrete)} here")
+    elif trained.action_dim != here.action_dim:
+        errors.append(f"action size {trained.action_dim} vs {here.action_dim}")
+    errors += _obs_errors(team, trained, here)
+    return errors
+
+
+def _obs_errors(team: str, trained: _Seats, here: _Seats) -> list[str]:
+    dims_trained = {d for d, t in zip(trained.obs_dims, trained.teams, strict=True) if t == team}
+    dims_here = {d for d, t in zip(here.obs_dims, here.teams, strict=True) if t == team}
+    if dims_trained != dims_here:
+        return [f"observation size {_sizes(dims_trained)} in training, {_sizes(dims_here)} here"]
+    if trained.obs_dim != here.obs_dim:
+        # The network's input is padded to the largest agent's observation.
+        return [f"padded observation size {trained.obs_dim} in training, {here.obs_dim} here"]
+    return []
+
+
+def _sizes(dims: set[int]) -> str:
+    return " and ".join(str(d) for d in sorted(dims))
+
+
+# ---------------------------------------------------------------------------------------------
+# Natural scores, from the world state after each step
+
+
+def _distance(a: Any, b: Any) -> float:
+    return float(np.sqrt(np.sum(np.square(a.state.p_pos - b.state.p_pos))))
+
+
+def _tag_step(world: Any) -> dict[str, float]:
+    adversaries = [a for a in world.agents if a.adversary]
+    good = [a for a in world.agents if not a.adversary]
+    # The scenario's own test: centres closer than the sum of the two radii.
+    touching = sum(_distance(a, g) < a.size + g.size for a in adversaries for g in good)
+    return {"collisions_per_episode": float(touching)}
+
+
+def _adversary_step(world: Any) -> dict[str, float]:
+    adversaries = [a for a in world.agents if a.adversary]
+    good = [a for a in world.agents if not a.adversary]
+    return {
+        "adversary_distance_to_goal": float(np.mean([_distance(a, a.goal_a) for a in adversaries])),
+        "agents_distance_to_goal": min(_distance(g, g.goal_a) for g in good),
+    }
+
+
+def _push_step(world: Any) -> dict[str, float]:
+    adversaries = [a for a in world.agents if a.adversary]
+    good = [a for a in world.agents if not a.adversary]
+    return {
+        "agent_distance_to_goal": float(np.mean([_distance(g, g.goal_a) for g in good])),
+        # Every agent's goal_a is the good agent's goal landmark: the one the adversary guards.
+        "adversary_distance_to_goal": float(np.mean([_distance(a, a.goal_a) for a in adversaries])),
+    }
+
+
+# Per scenario: the step's measures, and whether the episode's value is their sum (a count) or
+# their mean (a per-step distance).
+_SCORES: dict[str, tuple[Callable[[Any], dict[str, float]], bool]] = {
+    "simple_tag_v3": (_tag_step, True),
+    "simple_adversary_v3": (_adversary_step, False),
+    "simple_push_v3": (_push_step, False),
+}
+
+
+class _Scorer:
+    """Accumulates a scenario's per-step measures copy by copy (``MPEVecEnv.step_observer``)."""
+
+    def __init__(self, env_id: str, copies: int) -> None:
+        self._measure, self._summed = _SCORES.get(env_id, (lambda _: {}, True))
+        self._totals: list[dict[str, float]] = [{} for _ in range(copies)]
+        self._steps = np.zeros(copies, np.int64)
+        self.episodes: dict[int, dict[str, float]] = {}
+
+    def observe(self, i: int, env: Any) -> None:
+        for name, value in self._measure(env.unwrapped.world).items():
+            self._totals[i][name] = self._totals[i].get(name, 0.0) + value
+        self._steps[i] += 1
+
+    def end(self, i: int, episode: int | None) -> None:
+        """Copy ``i``'s episode ended; keep it as match episode ``episode`` (None: not counted)."""
+        if episode is not None:
+            scale = 1.0 if self._summed else 1.0 / int(self._steps[i])
+            self.episodes[episode] = {k: v * scale for k, v in self._totals[i].items()}
+        self._totals[i], self._steps[i] = {}, 0
+
+    def score(self) -> dict[str, float]:
+        """Each measure's mean over the kept episodes."""
+        kept = [self.episodes[k] for k in sorted(self.episodes)]
+        return {name: float(np.mean([e[name] for e in kept])) for name in kept[0]} if kept else {}
+
+
+# ---------------------------------------------------------------------------------------------
+# Playing
+
+
+class _Seating:
+    """Acts for every seat of an env: each team's seats take its policy's actions. A random team
+    draws from one generator per copy, so copy 0 plays the same episode whatever the batch."""
+
+    def __init__(
+        self,
+        info: EnvInfo,
+        policies: Mapping[str, Policy | None],
+        seed: int,
+        stream: str,
+        copies: int,
+    ) -> None:
+        self._info = info
+        self._members = team_members(info.teams)
+        self._policies = policies
+        self._random = {
+            team: [rng.generator(seed, f"{stream}/{team}/{i}") for i in range(copies)]
+            for team, policy in policies.items()
+            if policy is None
+        }
+
+    def act(self, obs: Observation) -> NDArray[Any]:
+        copies, info = obs.obs.shape[0], self._info
+        discrete = info.action_kind == "discrete"
+        shape = (
+            (copies, info.num_agents) if discrete else (copies, info.num_agents, info.action_dim)
+        )
+        actions = np.zeros(shape, np.int64 if discrete else np.float32)
+        acted: dict[int, NDArray[Any]] = {}
+        for team, policy in self._policies.items():
+            seats = self._members[team]
+            if policy is None:
+                actions[:, seats] = self._draw(self._random[team], len(seats))
+                continue
+            # One forward pass per policy, however many teams it plays for (self-play).
+            if id(policy) not in acted:
+                acted[id(policy)] = policy.act(obs)
+            actions[:, seats] = acted[id(policy)][:, seats]
+        return actions
+
+    def _draw(self, generators: list[np.random.Generator], seats: int) -> NDArray[Any]:
+        info = self._info
+        if info.action_kind == "discrete":
+            picks: NDArray[np.int64] = np.stack(
+                [g.integers(0, info.action_dim, seats) for g in generators]
+            )
+            return picks
+        draws = [g.uniform(-1.0, 1.0, (seats, info.action_dim)) for g in generators]
+        uniform: NDArray[np.float32] = np.stack(draws).astype(np.float32)
+        return uniform
+
+    def end_episodes(self, ended: NDArray[np.bool_]) -> None:
+        for policy in {id(p): p for p in self._policies.values() if p is not None}.values():
+            policy.end_episodes(ended)
+
+
+def _check_teams(env: EnvSpec, teams: Mapping[str, TeamPolicy]) -> None:
+    if env.suite != EnvSuite.MPE:
+        raise ValueError(f"matches are played on mpe scenarios, not on {env.suite} envs")
+    expected = scenario_teams(env.suite, env.id)
+    missing = [t for t in expected if t not in teams]
+    unknown = [t for t in teams if t not in expected]
+    if missing or unknown:
+        problems = [f"no policy for {', '.join(missing)}"] if missing else []
+        problems += [f"no team {', '.join(unknown)} in {env.id}"] if unknown else []
+        raise ValueError(
+            f"a match gives every team of {env.id} ({', '.join(expected)}) exactly one policy: "
+            + "; ".join(problems)
+        )
+
+
+def _load_policies(env: EnvSpec, teams: Mapping[str, TeamPolicy]) -> dict[str, Policy | None]:
+    """Each team's policy (None: random), every checkpoint checked against its seats first and
+    loaded once however many teams it plays."""
+    from learners.checkpoint import load_policy, read_manifest
+    from learners.replay import _installed_backend
+    from learners.spec import ExperimentSpec
+
+    loaded: dict[Path, Policy] = {}
+    out: dict[str, Policy | None] = {}
+    for team, choice in teams.items():
+        if choice == RANDOM:
+            out[team] = None
+            continue
+        path = Path(choice)
+        trained = ExperimentSpec.model_validate(read_manifest(path).spec).env
+        errors = fit_errors(env, team, trained)
+        if errors:
+            raise ValueError(f"the checkpoint for team '{team}' does not fit: {'; '.join(errors)}")
+        if path not in loaded:
+            loaded[path] = load_policy(path, backend=_installed_backend(path))
+        out[team] = loaded[path]
+    return out
+
+
+def _team_score(returns: list[float]) -> TeamScore:
+    values = np.asarray(returns, np.float64)
+    mean = float(values.mean())
+    spread = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+    if spread == 0.0 or not math.isfinite(spread):
+        return TeamScore(mean, (mean, mean), tuple(returns))
+    from scipy import stats
+
+    low, high = stats.t.interval(
+        0.95, len(values) - 1, loc=mean, scale=spread / math.sqrt(len(values))
+    )
+    return TeamScore(mean, (float(low), float(high)), tuple(returns))
+
+
+def play_match(
+    env: EnvSpec,
+    teams: Mapping[str, TeamPolicy],
+    *,
+    episodes: int,
+    seed: int,
+    replay_to: Path | None = None,
+) -> MatchResult:
+    """Play ``episodes`` whole episodes of ``env`` (an mpe scenario) with each team's seats acting
+    by its policy: a checkpoint's greedy policy (loaded by an installed backend that can) or
+    uniform random actions. Every team of the scenario must be given exactly once, and each
+    checkpoint must fit its team's seats (``fit_errors``): ValueError otherwise.
+
+    Episode ``k`` of the match is episode ``k // C`` of copy ``k % C`` (``C`` copies stepped in
+    process, at most ``MAX_COPIES``), seeded from ``seed``; the same inputs give the same result.
+    With ``replay_to``, episode 0 is played again on a rendering copy and written there as a GIF.
+    """
+    from learners.envs.mpe import MPEVecEnv
+
+    if episodes < 1:
+        raise ValueError(f"a match plays at least one episode, not {episodes}")
+    _check_teams(env, teams)
+    policies = _load_policies(env, teams)
+    env_seed = rng.derive_seed(seed, "match")
+    copies = min(episodes, MAX_COPIES)
+    vec = make_vec_env(env, env_seed, num_envs=copies, workers=0)
+    try:
+        assert isinstance(vec, MPEVecEnv)  # workers=0 on the mpe suite
+        seating = _Seating(vec.info, policies, seed, "match/random", copies)
+        scorer = _Scorer(env.id, copies)
+        vec.step_observer = scorer.observe
+        returns = _play(vec, seating, scorer, episodes)
+    finally:
+        vec.close()
+    replay_steps = None
+    if replay_to is not None:
+        replay_steps = _replay(env, env_seed, policies, seed, replay_to)
+    return MatchResult(
+        episodes=episodes,
+        teams={team: _team_score(values) for team, values in returns.items()},
+        score=scorer.score(),
+        replay_steps=replay_steps,
+    )
+
+
+def _play(
+    vec: MPEVecEnv, seating: _Seating, scorer: _Scorer, episodes: int
+) -> dict[str, list[float]]:
+    """Each team's return in each match episode, in episode order."""
+    copies = vec.info.num_envs
+    members = team_members(vec.info.teams)
+    quota = np.array([len(range(i, episodes, copies)) for i in range(copies)])
+    played = np.zeros(copies, np.int64)
+    by_episode: dict[int, dict[str, float]] = {}
+    seating.end_episodes(np.ones(copies, np.bool_))
+    obs = vec.reset(episode_index=np.zeros(copies, np.int64))
+    while (played < quota).any():
+        obs, transition = vec.step(seating.act(obs))
+        ended = transition.episode_lengths > 0
+        seating.end_episodes(ended)
+        for i in np.flatnonzero(ended):
+            episode = int(i + played[i] * copies) if played[i] < quota[i] else None
+            scorer.end(int(i), episode)
+            if episode is not None:
+                by_episode[episode] = team_returns(members, transition.agent_returns[i])
+                played[i] += 1
+    ordered = [by_episode[k] for k in range(episodes)]
+    return {team: [e[team] for e in ordered] for team in members}
+
+
+def _replay(
+    env: EnvSpec,
+    env_seed: int,
+    policies: Mapping[str, Policy | None],
+    seed: int,
+    out: Path,
+) -> int:
+    """Render the match's episode 0 to ``out``; the number of frames written."""
+    from learners.replay import play_episode, write_gif
+
+    vec = make_vec_env(env, env_seed, num_envs=1, render=True)
+    try:
+        seating = _Seating(vec.info, policies, seed, "match/random", 1)
+        seating.end_episodes(np.ones(1, np.bool_))
+        frames, _ = play_episode(vec, seating.act)
+    finally:
+        vec.close()
+    write_gif(frames, out)
+    return len(frames)
