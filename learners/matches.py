@@ -20,6 +20,7 @@ calls it at submission, so this module imports no deep-learning framework until 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -115,6 +116,7 @@ def _seats(env: EnvSpec) -> _Seats:
     return _Seats(("agent",), (shape.obs_dim,), shape.obs_dim, shape.discrete, shape.action_dim)
 
 
+@functools.lru_cache(maxsize=64)
 def _scenario_info(env_id: str, kwargs_json: str) -> EnvInfo:
     from learners.envs.mpe import scenario_info
 
@@ -316,7 +318,7 @@ def _load_policies(env: EnvSpec, teams: Mapping[str, TeamPolicy]) -> dict[str, P
     """Each team's policy (None: random), every checkpoint checked against its seats first and
     loaded once however many teams it plays."""
     from learners.checkpoint import load_policy, read_manifest
-    from learners.replay import _installed_backend
+    from learners.replay import installed_backend
     from learners.spec import ExperimentSpec
 
     loaded: dict[Path, Policy] = {}
@@ -331,7 +333,7 @@ def _load_policies(env: EnvSpec, teams: Mapping[str, TeamPolicy]) -> dict[str, P
         if errors:
             raise ValueError(f"the checkpoint for team '{team}' does not fit: {'; '.join(errors)}")
         if path not in loaded:
-            loaded[path] = load_policy(path, backend=_installed_backend(path))
+            loaded[path] = load_policy(path, backend=installed_backend(path))
         out[team] = loaded[path]
     return out
 

@@ -60,7 +60,7 @@ def _shrink(frame: NDArray[np.uint8], max_side: int) -> Any:
     return image
 
 
-def _installed_backend(checkpoint: Path) -> str:
+def installed_backend(checkpoint: Path) -> str:
     """The backend to act with: the one that wrote the checkpoint when its framework is installed
     here, else the first installed one that can load its policy (an API host may have only
     torch)."""
@@ -83,7 +83,7 @@ def play(
     from learners.envs.catalogue import make_vec_env
     from learners.spec import ExperimentSpec
 
-    policy = load_policy(checkpoint, backend=_installed_backend(checkpoint))
+    policy = load_policy(checkpoint, backend=installed_backend(checkpoint))
     spec = ExperimentSpec.model_validate(policy.manifest.spec)
     env = make_vec_env(spec.env, rng.derive_seed(spec.seed, "eval"), num_envs=1, render=True)
     try:
