@@ -7,12 +7,10 @@ random actions, plays whole episodes with every policy acting greedily, and scor
   over the team's agents of each agent's undiscounted return, so a match's number is comparable to
   a run's ``eval/episode_return/<team>`` curve; reported as the mean over episodes with a 95%
   Student-t confidence interval of that mean;
-- the scenario's **natural score**, read from the mpe2 world state (positions and sizes) after
-  every step, the state the step's rewards are computed from: ``collisions_per_episode`` on
-  simple_tag (adversary–good-agent pairs in contact, summed over the episode's steps, as the
-  adversaries' reward counts them), the per-step distances to the goal landmark on
-  simple_adversary (the adversary's, and the closest good agent's as the scenario's reward uses)
-  and simple_push (the good agent's, and the adversary's to that same goal).
+- the scenario's **natural score** (``learners.envs.scores``), read from the mpe2 world state
+  (positions and sizes) after every step, the state the step's rewards are computed from:
+  collisions per episode on simple_tag, distances to the goal landmark on simple_adversary and
+  simple_push; the match's score is its mean over the episodes.
 
 ``fit_errors`` says why a checkpoint cannot take a team's seats, without building networks: the API
 calls it at submission, so this module imports no deep-learning framework until a match is played.
@@ -23,7 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -35,6 +33,7 @@ from learners import rng
 from learners.enums import EnvSuite
 from learners.envs.base import EnvInfo, Observation
 from learners.envs.catalogue import make_vec_env, scenario_teams
+from learners.envs.scores import Scorer
 from learners.envs.shapes import env_shape
 from learners.envs.teams import team_members, team_returns
 
@@ -166,77 +165,6 @@ def _obs_errors(team: str, trained: _Seats, here: _Seats) -> list[str]:
 
 def _sizes(dims: set[int]) -> str:
     return " and ".join(str(d) for d in sorted(dims))
-
-
-# ---------------------------------------------------------------------------------------------
-# Natural scores, from the world state after each step
-
-
-def _distance(a: Any, b: Any) -> float:
-    return float(np.sqrt(np.sum(np.square(a.state.p_pos - b.state.p_pos))))
-
-
-def _tag_step(world: Any) -> dict[str, float]:
-    adversaries = [a for a in world.agents if a.adversary]
-    good = [a for a in world.agents if not a.adversary]
-    # The scenario's own test: centres closer than the sum of the two radii.
-    touching = sum(_distance(a, g) < a.size + g.size for a in adversaries for g in good)
-    return {"collisions_per_episode": float(touching)}
-
-
-def _adversary_step(world: Any) -> dict[str, float]:
-    adversaries = [a for a in world.agents if a.adversary]
-    good = [a for a in world.agents if not a.adversary]
-    return {
-        "adversary_distance_to_goal": float(np.mean([_distance(a, a.goal_a) for a in adversaries])),
-        "agents_distance_to_goal": min(_distance(g, g.goal_a) for g in good),
-    }
-
-
-def _push_step(world: Any) -> dict[str, float]:
-    adversaries = [a for a in world.agents if a.adversary]
-    good = [a for a in world.agents if not a.adversary]
-    return {
-        "agent_distance_to_goal": float(np.mean([_distance(g, g.goal_a) for g in good])),
-        # Every agent's goal_a is the good agent's goal landmark: the one the adversary guards.
-        "adversary_distance_to_goal": float(np.mean([_distance(a, a.goal_a) for a in adversaries])),
-    }
-
-
-# Per scenario: the step's measures, and whether the episode's value is their sum (a count) or
-# their mean (a per-step distance).
-_SCORES: dict[str, tuple[Callable[[Any], dict[str, float]], bool]] = {
-    "simple_tag_v3": (_tag_step, True),
-    "simple_adversary_v3": (_adversary_step, False),
-    "simple_push_v3": (_push_step, False),
-}
-
-
-class _Scorer:
-    """Accumulates a scenario's per-step measures copy by copy (``MPEVecEnv.step_observer``)."""
-
-    def __init__(self, env_id: str, copies: int) -> None:
-        self._measure, self._summed = _SCORES.get(env_id, (lambda _: {}, True))
-        self._totals: list[dict[str, float]] = [{} for _ in range(copies)]
-        self._steps = np.zeros(copies, np.int64)
-        self.episodes: dict[int, dict[str, float]] = {}
-
-    def observe(self, i: int, env: Any) -> None:
-        for name, value in self._measure(env.unwrapped.world).items():
-            self._totals[i][name] = self._totals[i].get(name, 0.0) + value
-        self._steps[i] += 1
-
-    def end(self, i: int, episode: int | None) -> None:
-        """Copy ``i``'s episode ended; keep it as match episode ``episode`` (None: not counted)."""
-        if episode is not None:
-            scale = 1.0 if self._summed else 1.0 / int(self._steps[i])
-            self.episodes[episode] = {k: v * scale for k, v in self._totals[i].items()}
-        self._totals[i], self._steps[i] = {}, 0
-
-    def score(self) -> dict[str, float]:
-        """Each measure's mean over the kept episodes."""
-        kept = [self.episodes[k] for k in sorted(self.episodes)]
-        return {name: float(np.mean([e[name] for e in kept])) for name in kept[0]} if kept else {}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -381,7 +309,7 @@ def play_match(
     try:
         assert isinstance(vec, MPEVecEnv)  # workers=0 on the mpe suite
         seating = _Seating(vec.info, policies, seed, "match/random", copies)
-        scorer = _Scorer(env.id, copies)
+        scorer = Scorer(env.id, copies)
         vec.step_observer = scorer.observe
         returns = _play(vec, seating, scorer, episodes)
     finally:
@@ -398,7 +326,7 @@ def play_match(
 
 
 def _play(
-    vec: MPEVecEnv, seating: _Seating, scorer: _Scorer, episodes: int
+    vec: MPEVecEnv, seating: _Seating, scorer: Scorer, episodes: int
 ) -> dict[str, list[float]]:
     """Each team's return in each match episode, in episode order."""
     copies = vec.info.num_envs
