@@ -361,3 +361,53 @@ def test_a_replay_of_the_first_episode_is_written(tag_checkpoint: Path, tmp_path
     # One frame per step of the episode; PIL stores identical consecutive frames as one.
     assert result.replay_steps == TAG["max_cycles"] and 1 < gif.n_frames <= result.replay_steps
     assert isinstance(result, MatchResult) and "replay_steps" not in result.as_json()
+
+
+def test_a_recurrent_policy_starts_every_episode_afresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = parse_spec(
+        {
+            "name": "matches",
+            "algorithm": "wqmix",
+            "backend": "torch",
+            "env": {
+                "suite": "mpe",
+                "id": "simple_spread_v3",
+                "num_envs": 2,
+                "kwargs": {"max_cycles": 5},
+            },
+            "total_steps": 120,
+            "seed": 3,
+            "device": "cpu",
+            "hyperparameters": {
+                "hidden_sizes": [16],
+                "rnn_hidden_size": 8,
+                "learning_starts": 100,
+                "recurrent": True,
+                "episode_batch_size": 4,
+                "episode_buffer_size": 10,
+            },  # fmt: skip
+            "evaluation": {"every_steps": 120, "episodes": 1},
+            "checkpoint": {"every_steps": 120, "keep_last": 1},
+        }
+    )
+    hooks = MemoryHooks(checkpoint_dir=tmp_path)
+    train(spec, hooks)
+    path = hooks.checkpoints[-1][1]
+    assert path is not None
+    # One copy plays the three episodes one after another.
+    monkeypatch.setattr(matches, "MAX_COPIES", 1)
+    result = play_match(spec.env, {"agent": path}, episodes=3, seed=0)
+
+    # Each episode played alone by a freshly loaded policy gives the same return.
+    for k, played in enumerate(result.teams["agent"].returns):
+        policy = load_policy(path)
+        env = MPEVecEnv("simple_spread_v3", {"max_cycles": 5}, 1, seed=rng.derive_seed(0, "match"))
+        obs = env.reset(episode_index=np.array([k]))
+        while True:
+            obs, transition = env.step(policy.act(obs))
+            if transition.episode_lengths[0]:
+                break
+        env.close()
+        assert played == pytest.approx(float(transition.agent_returns[0].mean()), rel=1e-6)
