@@ -22,6 +22,7 @@ from api.routes import (
     experiments,
     health,
     keys,
+    matches,
     metrics,
     monitoring,
     replays,
@@ -30,6 +31,7 @@ from api.routes import session as session_routes
 from api.security import BrowserSafety
 from core.auth.tokens import server_secret
 from core.db import make_engine, make_session_factory
+from core.matches import MatchSpec
 from core.queue import CeleryDispatcher, Dispatcher
 from core.settings import Settings, get_settings
 from core.storage import ArtifactStore, store_for
@@ -85,6 +87,7 @@ def create_app(
         artifacts.router,
         events.router,
         replays.router,
+        matches.router,
         metrics.router,
         keys.router,
         session_routes.router,
@@ -110,5 +113,9 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         for name, definition in definitions.items():
             components.setdefault(name, definition)
         components[experiments.SPEC_SCHEMA_NAME] = spec_schema
+        match_schema = MatchSpec.model_json_schema(ref_template="#/components/schemas/{model}")
+        for name, definition in match_schema.pop("$defs", {}).items():
+            components.setdefault(name, definition)
+        components[matches.SPEC_SCHEMA_NAME] = match_schema
         app.openapi_schema = schema
     return app.openapi_schema

@@ -26,6 +26,18 @@ class ExperimentStatus(StrEnum):
         return self in TERMINAL_STATUSES
 
 
+class MatchStatus(StrEnum):
+    """Where a match is in its life: ``queued -> running -> succeeded | failed``. A match that
+    cannot be played any more before it starts (its checkpoint was pruned) fails with the reason;
+    ``cancelled`` is reserved for a match its project withdraws."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
 TERMINAL_STATUSES = frozenset(
     {ExperimentStatus.CANCELLED, ExperimentStatus.SUCCEEDED, ExperimentStatus.FAILED}
 )

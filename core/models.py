@@ -8,6 +8,8 @@
 - ``metric_points``: every scalar a run reported, unique per (experiment, name, step).
 - ``checkpoints``: the files a run saved, with their size and sha256.
 - ``status_transitions``: every status change with its time and reason (the status timeline).
+- ``matches``: one team's policy against another's in a competitive scenario (``core.matches``):
+  the checkpoints (or random play) of each team, the number of episodes, and the result.
 - ``experiment_events``: a global, monotonic log of what happened to each experiment (status,
   progress, metrics batches, checkpoints, log lines), written in the same transaction as the change
   it describes, so a reader that follows ids never misses or sees a change twice.
@@ -34,7 +36,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from core.db import UTCDateTime
-from core.enums import EventKind, ExperimentStatus, Role
+from core.enums import EventKind, ExperimentStatus, MatchStatus, Role
 from learners.enums import Algorithm, Backend
 
 # JSONB on PostgreSQL (indexable, compact), JSON text elsewhere.
@@ -211,3 +213,37 @@ class ExperimentEvent(Base):
     kind: Mapped[EventKind] = mapped_column(_str_enum(EventKind))
     payload: Mapped[dict[str, Any]] = mapped_column(JSONType)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+
+
+class Match(Base):
+    """One team's policy against another's (``core.matches``): what each team plays with, how
+    many episodes, and, once played, each team's mean return and the scenario's own score."""
+
+    __tablename__ = "matches"
+    __table_args__ = (Index("ix_matches_project_id_id", "project_id", "id"),)
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    project_id: Mapped[str] = mapped_column(
+        String(26), ForeignKey("projects.id", ondelete="CASCADE")
+    )
+    created_by_key_id: Mapped[str | None] = mapped_column(String(26))
+    name: Mapped[str] = mapped_column(String(200))
+    env: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    """``{"suite", "id", "kwargs"}`` of the scenario played."""
+    teams: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    """Per team: ``"random"`` or ``{"experiment_id", "checkpoint_id", "step", "algorithm",
+    "backend", "sha256"}`` of the checkpoint chosen at submission."""
+    episodes: Mapped[int] = mapped_column(Integer)
+    seed: Mapped[int] = mapped_column(BigInteger)
+    backend: Mapped[Backend] = mapped_column(_str_enum(Backend))
+    """The queue it is played from (the first checkpoint's backend; any loads any checkpoint)."""
+    status: Mapped[MatchStatus] = mapped_column(_str_enum(MatchStatus))
+    status_reason: Mapped[str | None] = mapped_column(Text)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSONType)
+    replay_path: Mapped[str | None] = mapped_column(String(500))
+    """The replay GIF's key in the artifact store, once played."""
+    worker_id: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+    started_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
+    finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())

@@ -18,6 +18,7 @@ from core.streaming import redis_url_of
 from learners.enums import Backend
 
 RUN_TASK = "marlforge.run_experiment"
+MATCH_TASK = "marlforge.play_match"
 
 
 def queue_name(settings: Settings, backend: Backend) -> str:
@@ -75,6 +76,9 @@ class Dispatcher(Protocol):
     def enqueue(self, experiment_id: str, backend: Backend) -> None:
         """Queue a run of the experiment (only after its row is committed)."""
 
+    def enqueue_match(self, match_id: str, backend: Backend) -> None:
+        """Queue a match to be played (only after its row is committed)."""
+
     def unreachable_reason(self) -> str | None:
         """None when the broker can take messages, else why not."""
 
@@ -87,9 +91,15 @@ class CeleryDispatcher:
         self.app = app if app is not None else make_celery(settings)
 
     def enqueue(self, experiment_id: str, backend: Backend) -> None:
+        self._send(RUN_TASK, experiment_id, backend)
+
+    def enqueue_match(self, match_id: str, backend: Backend) -> None:
+        self._send(MATCH_TASK, match_id, backend)
+
+    def _send(self, task: str, row_id: str, backend: Backend) -> None:
         self.app.send_task(
-            RUN_TASK,
-            args=[experiment_id],
+            task,
+            args=[row_id],
             queue=queue_name(self.settings, Backend(backend)),
             retry=True,
             retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},

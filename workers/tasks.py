@@ -1,6 +1,8 @@
-"""The one Celery task: take an experiment id, run it, tell the broker how it went.
+"""The Celery tasks: take an experiment (or match) id, run (or play) it, tell the broker how it
+went.
 
-Everything else is in ``workers.orchestration``, which tests call without a broker.
+Everything else is in ``workers.orchestration`` and ``workers.matches``, which tests call without
+a broker.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from core import leases
 from core.db import make_engine, make_session_factory
-from core.queue import RUN_TASK
+from core.queue import MATCH_TASK, RUN_TASK
 from core.settings import get_settings
 from core.storage import store_for
 from core.streaming import publish_after_commit, publisher_for
+from workers import matches
 from workers.app import app
 from workers.orchestration import Outcome, RunLimits, run_experiment
 
@@ -80,4 +83,22 @@ def run_experiment_task(self: Task, experiment_id: str) -> str:
         raise self.retry(exc=exc, countdown=15) from exc
     if outcome == Outcome.REQUEUE:
         raise Reject(f"worker shutting down; experiment {experiment_id} requeued", requeue=True)
+    return outcome.value
+
+
+@app.task(name=MATCH_TASK, bind=True, max_retries=20)  # type: ignore[untyped-decorator]
+def play_match_task(self: Task, match_id: str) -> str:
+    """Play one match; ``match_id`` is all the message carries."""
+    if _shutdown.is_set():
+        raise Reject(f"worker shutting down; match {match_id} not started", requeue=True)
+    storage = store_for(get_settings())
+    try:
+        outcome = matches.play(
+            match_id, _session_factory(), storage, _limits(), worker_id(), _shutdown.is_set
+        )
+    except OperationalError as exc:
+        log.warning("database unavailable for match %s: %s", match_id, exc)
+        raise self.retry(exc=exc, countdown=15) from exc
+    if outcome == Outcome.REQUEUE:
+        raise Reject(f"worker shutting down; match {match_id} requeued", requeue=True)
     return outcome.value

@@ -160,7 +160,9 @@ def _shown(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
-def _kwarg_errors(suite: EnvSuite, env_id: str, kwargs: Mapping[str, Any]) -> list[FieldError]:
+def kwarg_errors(suite: EnvSuite, env_id: str, kwargs: Mapping[str, Any]) -> list[FieldError]:
+    """Every reason ``kwargs`` cannot be given to the catalogued ``env_id``'s constructor (an
+    unknown or reserved name, a value of the wrong type); empty when they can."""
     params = constructor_parameters(suite, env_id)
     errors = []
     for name, value in kwargs.items():
@@ -194,9 +196,9 @@ def validate_env(
         known = ", ".join(env_ids(suite))
         return [FieldError("env.id", f"unknown {suite} environment {env_id!r} (known: {known})")]
     errors = _team_errors(suite, env_id, algo_entry)
-    kwarg_errors = _kwarg_errors(suite, env_id, kwargs)
-    if kwarg_errors:
-        return errors + kwarg_errors
+    bad_kwargs = kwarg_errors(suite, env_id, kwargs)
+    if bad_kwargs:
+        return errors + bad_kwargs
     kind = action_kind(suite, env_id, kwargs)
     if kind not in algo_entry.action_kinds:
         needs = " or ".join(sorted(algo_entry.action_kinds))

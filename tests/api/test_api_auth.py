@@ -52,9 +52,23 @@ def experiment(
     return body
 
 
-def _url(path: str, experiment_id: str, key_id: str) -> str:
+@pytest.fixture
+def match_id(anonymous: TestClient, keys: dict[str, str]) -> str:
+    """A queued match of project team-a."""
+    response = anonymous.post(
+        "/v1/matches",
+        json={"env": {"id": "simple_tag_v3"}, "teams": {"adversary": "random", "agent": "random"}},
+        headers=bearer(keys["member"]),
+    )
+    assert response.status_code == 201, response.text
+    value: str = response.json()["id"]
+    return value
+
+
+def _url(path: str, experiment_id: str, key_id: str, match_id: str = "") -> str:
     values = {
         "experiment_id": experiment_id,
+        "match_id": match_id,
         "checkpoint_id": "01JAAAAAAAAAAAAAAAAAAAAAAA",
         "project": "team-a",
         "key_id": key_id,
@@ -83,6 +97,9 @@ def test_the_walk_covers_every_kind_of_route() -> None:
         "/v1/whoami",
         "/v1/projects/{project}/keys",
         "/v1/projects/{project}/keys/{key_id}",
+        "/v1/matches",
+        "/v1/matches/{match_id}",
+        "/v1/matches/{match_id}/replay.gif",
     } <= paths
 
 
@@ -91,12 +108,13 @@ def test_no_key_a_bad_key_and_a_revoked_key_are_401(
     anonymous: TestClient,
     keys: dict[str, str],
     experiment: dict[str, Any],
+    match_id: str,
     session: Session,
     method: str,
     path: str,
 ) -> None:
     key_id = session.scalars(select(ApiKey.id)).first() or ""
-    url = _url(path, experiment["id"], key_id)
+    url = _url(path, experiment["id"], key_id, match_id)
     revoked = anonymous.post(
         "/v1/projects/team-a/keys", json={"name": "soon gone", "role": "admin"},
         headers=bearer(keys["admin"]),
@@ -141,6 +159,7 @@ def test_another_projects_resource_is_404(
     anonymous: TestClient,
     keys: dict[str, str],
     experiment: dict[str, Any],
+    match_id: str,
     session: Session,
     method: str,
     path: str,
@@ -149,7 +168,7 @@ def test_another_projects_resource_is_404(
     team_a_key = session.scalars(select(ApiKey.id)).first() or ""
 
     response = _call(
-        anonymous, method, _url(path, experiment["id"], team_a_key), keys["other_admin"]
+        anonymous, method, _url(path, experiment["id"], team_a_key, match_id), keys["other_admin"]
     )
 
     assert response.status_code == 404, response.text

@@ -21,6 +21,7 @@ TABLES = {
     "checkpoints",
     "status_transitions",
     "experiment_events",
+    "matches",
     "alembic_version",
 }
 

@@ -281,6 +281,9 @@ def test_a_checkpoint_upload_to_a_store_that_stays_away_fails_after_the_window(
 
     assert 3.0 <= time.monotonic() - started < 30
     with session_factory() as session:
-        assert session.scalars(
-            select(Checkpoint).where(Checkpoint.experiment_id == experiment_id)
-        ).all() == []
+        assert (
+            session.scalars(
+                select(Checkpoint).where(Checkpoint.experiment_id == experiment_id)
+            ).all()
+            == []
+        )

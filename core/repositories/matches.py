@@ -1,0 +1,75 @@
+"""Matches: insert, read within a project, list with a cursor, and move a match from one status
+to the next only from the status expected (so two workers never play the same match)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from core.db import utcnow
+from core.enums import MatchStatus
+from core.models import Match
+
+
+class MatchRepository:
+    """SQL over ``matches``."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def add(self, match: Match) -> None:
+        """Stage a new match for insertion."""
+        self.session.add(match)
+        self.session.flush()
+
+    def get(self, match_id: str, project_id: str | None = None) -> Match | None:
+        """The match; None when there is none (or it belongs to another project than
+        ``project_id``, when given)."""
+        match = self.session.get(Match, match_id)
+        if match is None or (project_id is not None and match.project_id != project_id):
+            return None
+        return match
+
+    def page(
+        self, project_id: str, limit: int, after: str | None, status: MatchStatus | None = None
+    ) -> list[Match]:
+        """Up to ``limit`` matches of the project, newest first, older than ``after``."""
+        query = (
+            select(Match)
+            .where(Match.project_id == project_id)
+            .order_by(Match.id.desc())
+            .limit(limit)
+        )
+        if after is not None:
+            query = query.where(Match.id < after)
+        if status is not None:
+            query = query.where(Match.status == status)
+        return list(self.session.scalars(query))
+
+    def move(
+        self,
+        match_id: str,
+        expected: MatchStatus,
+        to: MatchStatus,
+        *,
+        reason: str | None = None,
+        **values: Any,
+    ) -> bool:
+        """Move the match from ``expected`` to ``to`` (with ``values``); False when it was not in
+        ``expected`` (another worker has it, or it ended)."""
+        now = utcnow()
+        stamps: dict[str, Any] = {"updated_at": now}
+        if to == MatchStatus.RUNNING:
+            stamps["started_at"] = now
+        if to in (MatchStatus.SUCCEEDED, MatchStatus.FAILED, MatchStatus.CANCELLED):
+            stamps["finished_at"] = now
+        statement = (
+            update(Match)
+            .where(Match.id == match_id, Match.status == expected)
+            .values(status=to, status_reason=reason, **stamps, **values)
+            .execution_options(synchronize_session=False)
+        )
+        moved = self.session.execute(statement).rowcount  # type: ignore[attr-defined]
+        return bool(moved)
