@@ -12,15 +12,24 @@ acting samples argmax(logits + Gumbel noise) when exploring and argmax(logits) w
 takes one-hot actions; the actor's update goes through a straight-through Gumbel-softmax sample
 (one-hot forward, softmax gradient) and the target policy is the target actor's greedy one-hot.
 
-By default the agents share one actor and one critic and tell themselves apart by a one-hot agent
-id appended to their inputs; ``share_parameters=false`` gives every agent its own networks.
+The actor gradient is the paper's (eq. 6): agent i's actor ascends only its own critic Q_i, and
+only through its own action a_i; the other agents' actions in Q_i's input are the replay buffer's,
+with no gradient (``learners.functional.maddpg``, shared by every backend). So an actor is never
+pushed up an opponent's Q, and a team's shared actor gets the sum of its members' own terms.
+
+Parameters are shared within a team, never across teams (``EnvInfo.teams``; ``network_layout``):
+on a cooperative scenario (one team) the agents share one actor and one critic and tell themselves
+apart by a one-hot agent id appended to their inputs (checkpoint names ``actor.layers...``, as
+before teams existed); on a scenario with several teams each team has its own shared actor and
+critic (``actor.teams.<k>.layers...``, k in ``EnvInfo.team_names`` order) with ids within the
+team; ``share_parameters=false`` gives every agent its own networks (``actor.agents.<i>...``).
 """
 
 from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -50,10 +59,31 @@ class MADDPGConfig(DDPGConfig):
     }
 
     share_parameters: bool = True
-    """One actor and one critic for all agents, told apart by one-hot agent ids; ``false`` gives
-    each agent its own actor and critic."""
+    """One actor and one critic per team, shared by the team's agents and told apart by one-hot
+    agent ids (never shared across teams: a cooperative scenario's one team shares one of each);
+    ``false`` gives each agent its own actor and critic."""
     gumbel_temperature: float = Field(default=1.0, gt=0, le=100)
     """Temperature of the Gumbel-softmax relaxation of discrete actions (unused for continuous)."""
+
+
+NetworkLayout = Literal["shared", "teams", "agents"]
+"""How MADDPG's agents hold their networks: one pair for every agent (one team, shared), one pair
+per team (several teams, shared), or one pair per agent (``share_parameters=false``)."""
+
+
+def network_layout(config: MADDPGConfig, info: EnvInfo) -> NetworkLayout:
+    """The layout ``config`` asks for on ``info``'s agents: sharing stops at a team's edge."""
+    if not config.share_parameters:
+        return "agents"
+    return "shared" if len(info.team_names) == 1 else "teams"
+
+
+def input_dims(info: EnvInfo, layout: NetworkLayout) -> tuple[int, int]:
+    """The actor's and the critic's input widths: the own observation, or every agent's
+    observation and action, plus the N-wide one-hot id appended outside the network when one
+    network serves every agent (per-team networks append their own ids within the team)."""
+    ids = info.num_agents if layout == "shared" else 0
+    return info.obs_dim + ids, info.num_agents * (info.obs_dim + info.action_dim) + ids
 
 
 def explore_discrete(
@@ -87,6 +117,7 @@ class MADDPGLearner(DDPGLearner):
 
     def __init__(self, config: MADDPGConfig, info: EnvInfo, device: str, seed: int) -> None:
         self.discrete = info.action_kind == "discrete"
+        self.layout = network_layout(config, info)
         # The next class in the MRO is the backend's DDPG learner, which takes the device.
         super().__init__(config, info, device, seed)  # type: ignore[call-arg, arg-type]
         self.gumbel = rngs.generator(seed, "gumbel")

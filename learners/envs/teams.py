@@ -38,6 +38,18 @@ def team_members(teams: Sequence[str]) -> dict[str, NDArray[np.intp]]:
     return {name: np.flatnonzero(agents == name) for name in dict.fromkeys(teams)}
 
 
+def team_indices(teams: Sequence[str]) -> tuple[tuple[int, ...], ...]:
+    """Each team's agent indices as tuples, teams in the order their first agent appears."""
+    return tuple(tuple(int(i) for i in index) for index in team_members(teams).values())
+
+
+def team_slots(teams: Sequence[Sequence[int]]) -> tuple[tuple[int, int], ...]:
+    """For each agent in agent order, (its team's index, its place in that team): where a network
+    that runs team by team (``teams`` from ``team_indices``) finds each agent's row again."""
+    where = {i: (k, j) for k, team in enumerate(teams) for j, i in enumerate(team)}
+    return tuple(where[i] for i in range(len(where)))
+
+
 def team_returns(
     members: dict[str, NDArray[np.intp]], agent_returns: NDArray[np.floating[Any]]
 ) -> dict[str, float]:

@@ -69,6 +69,9 @@ class NumpyOps:
     def stop_gradient(self, x: Array) -> Array:
         return x
 
+    def expand_dims(self, x: Array, axis: int) -> Array:
+        return np.expand_dims(x, axis)
+
     def sum(self, x: Array, axis: Axis = None, keepdims: bool = False) -> Array:
         return np.asarray(np.sum(x, axis=axis, keepdims=keepdims))
 

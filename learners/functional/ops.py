@@ -5,11 +5,12 @@ functions over an ``Ops`` object, and each backend (NumPy, PyTorch, TensorFlow, 
 one implementation of it. The NumPy one is the oracle the others are tested against.
 
 The interface is deliberately small and portable: elementwise math, reductions with an axis,
-``where``/``clip``/``minimum``/``maximum``, ``stop_gradient``, ``log_softmax`` + ``gather_last`` for
-categorical distributions, and ``argmax``. The arithmetic operators (``+ - * / **``, unary ``-``,
-``< > <= >=``) are the arrays' own: every supported framework overloads them elementwise with
-broadcasting, so the shared math reads like the paper. Nothing here relies on framework-specific
-indexing (boolean-mask assignment, fancy indexing): masks are applied by ``where`` and products.
+``where``/``clip``/``minimum``/``maximum``, ``stop_gradient``, ``expand_dims``, ``log_softmax`` +
+``gather_last`` for categorical distributions, and ``argmax``. The arithmetic operators (``+ - *
+/ **``, unary ``-``, ``< > <= >=``) are the arrays' own: every supported framework overloads them
+elementwise with broadcasting, so the shared math reads like the paper. Nothing here relies on
+framework-specific indexing (boolean-mask assignment, fancy indexing): masks are applied by
+``where`` and products.
 
 Conventions every implementation keeps:
 
@@ -110,6 +111,10 @@ class Ops(Protocol[A]):
 
     def stop_gradient(self, x: A) -> A:
         """``x`` with no gradient flowing back through it."""
+        ...
+
+    def expand_dims(self, x: A, axis: int) -> A:
+        """``x`` with a new axis of size 1 at ``axis`` (for broadcasting)."""
         ...
 
     # -- reductions

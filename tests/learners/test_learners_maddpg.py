@@ -41,10 +41,9 @@ def test_update_and_act(continuous: bool, share: bool) -> None:
         stats = learner.update(buffer.sample(size, np.random.default_rng(size)))
         assert all(np.isfinite(v) for v in stats.as_dict().values())
     after = learner.state()
-    assert not np.allclose(
-        before["actor.layers.0.weight" if share else "actor.agents.0.layers.0.weight"],
-        after["actor.layers.0.weight" if share else "actor.agents.0.layers.0.weight"],
-    )
+    # simple_adversary has two teams: shared parameters are one actor per team.
+    first = "actor.teams.0.layers.0.weight" if share else "actor.agents.0.layers.0.weight"
+    assert not np.allclose(before[first], after[first])
     obs = env.reset()
     greedy = learner.act(obs, explore=False)
     np.testing.assert_array_equal(greedy, learner.act(obs, explore=False))

@@ -11,7 +11,8 @@ taken with respect to the network it trains only.
 The whole update (target, critic step, actor step against the updated critic, Adam, soft updates)
 is one cell, compiled with ``mindspore.jit``; ``set_compiled(False)`` runs it eagerly (PyNative)
 instead (``benchmarks/mindspore_compile.py`` measures the difference). ``DDPGNets`` holds the pieces
-MADDPG changes (``policy``, ``q``, ``batch_actions``), as the torch learner's ``_policy``/``_q``.
+MADDPG changes (``policy``, ``q``, ``batch_actions``, ``actor_actions``), as the torch learner's
+``_policy``/``_q``.
 """
 
 from __future__ import annotations
@@ -86,6 +87,11 @@ class DDPGNets(nn.Cell):
         """The stored actions as the critic takes them."""
         return actions
 
+    def actor_actions(self, policy: Tensor, stored: Tensor) -> Tensor:
+        """What the critic is given in the actor's update, from the live policy's actions and the
+        stored ones (as the critic takes them): DDPG's Q(s, mu(s)) takes the policy's."""
+        return policy
+
     # ------------------------------------------------------------------------------------------
     def construct(self, obs: Tensor, avail: Tensor) -> Tensor:
         """The deterministic policy's actions (what acting reads)."""
@@ -113,8 +119,12 @@ class ActorLoss(nn.Cell):
         super().__init__()
         self.nets = nets
 
-    def construct(self, obs: Tensor, avail: Tensor, noise: Tensor, mask: Tensor) -> Tensor:
-        return actor_loss(OPS, self.nets.q(obs, self.nets.policy(obs, avail, noise)), mask)
+    def construct(
+        self, obs: Tensor, actions: Tensor, avail: Tensor, noise: Tensor, mask: Tensor
+    ) -> Tensor:
+        policy = self.nets.policy(obs, avail, noise)
+        given = self.nets.actor_actions(policy, self.nets.batch_actions(actions))
+        return actor_loss(OPS, self.nets.q(obs, given), mask)
 
 
 class DDPGUpdate(nn.Cell):
@@ -157,7 +167,7 @@ class DDPGUpdate(nn.Cell):
         grads, norm_critic = clip_by_global_norm(OPS, grads, self.max_grad_norm)
         self.critic_optim(tuple(grads), critic_hyper)
         # The actor's loss reads the critic just updated, as in the torch learner.
-        loss_actor, grads = self.actor_grad(obs, avail, noise, mask)
+        loss_actor, grads = self.actor_grad(obs, actions, avail, noise, mask)
         grads, norm_actor = clip_by_global_norm(OPS, grads, self.max_grad_norm)
         self.actor_optim(tuple(grads), actor_hyper)
         soft_update(self.targets, self.live, self.tau)

@@ -3,9 +3,11 @@ DDPG's, and so is the update: this module only changes what the networks see.
 
 The MindSpore twin of ``learners.backends.torch.maddpg.TorchMADDPG``:
 
-- actors see their own (padded) observation, plus a one-hot agent id when parameters are shared;
-- critics see every agent's observation and action (flattened), plus the agent id when shared, and
-  give each agent its own Q value (B, N);
+- actors see their own (padded) observation, plus a one-hot agent id when parameters are shared
+  (within the team: ``PerTeamMLP`` on a scenario with several teams);
+- critics see every agent's observation and a joint action (flattened), plus the agent id when
+  shared, and give each agent its own Q value (B, N); in the actor's update agent i's critic sees
+  its own policy action and the buffer's actions of the others (``learners.functional.maddpg``);
 - agent ids are built from the batch in hand (its real shape), never from the configured batch
   size (seeds defect 6);
 - discrete actions: the actor gives logits, the critic takes one-hot actions, the actor's update
@@ -21,17 +23,25 @@ from typing import Any
 
 import mindspore as ms
 import numpy as np
-from mindspore import Tensor, ops
+from mindspore import Tensor, nn, ops
 from numpy.typing import NDArray
 
 from learners.algorithms.ddpg import OUTPUT_INIT_SCALE
-from learners.algorithms.maddpg import MADDPGConfig, MADDPGLearner
+from learners.algorithms.maddpg import (
+    MADDPGConfig,
+    MADDPGLearner,
+    NetworkLayout,
+    input_dims,
+    network_layout,
+)
 from learners.backends.mindspore.ddpg import OPS, DDPGNets, MindSporeDDPG
-from learners.backends.mindspore.networks import MLP, PerAgentMLP
+from learners.backends.mindspore.networks import MLP, PerAgentMLP, PerTeamMLP
 from learners.backends.mindspore.ops import log64, softmax64
 from learners.buffers.replay import ReplayBatch
 from learners.envs.base import EnvInfo, Observation
+from learners.envs.teams import team_indices
 from learners.functional.distributions import masked_logits
+from learners.functional.maddpg import actor_joint_actions, own_action_mask
 
 # torch's clamp bounds for the uniform draw: log(-log(u)) stays finite at both ends.
 UNIFORM_LOW, UNIFORM_HIGH = 1e-10, 1.0 - 1e-7
@@ -43,35 +53,26 @@ class MADDPGNets(DDPGNets):
     def __init__(self, config: MADDPGConfig, info: EnvInfo, init: np.random.Generator) -> None:
         super().__init__(config, info, init)
         self.discrete = info.action_kind == "discrete"
-        self.shared = config.share_parameters
+        self.shared = network_layout(config, info) == "shared"
         self.num_agents, self.action_dim = info.num_agents, info.action_dim
         self.temperature = config.gumbel_temperature
+        self.own = Tensor(own_action_mask(info.num_agents))
 
     def _build(  # type: ignore[override]
         self, config: MADDPGConfig, info: EnvInfo, init: np.random.Generator, trainable: bool
     ) -> tuple[Any, Any]:
-        discrete = info.action_kind == "discrete"
-        n, ids = info.num_agents, info.num_agents if config.share_parameters else 0
-        actor_in = info.obs_dim + ids
-        critic_in = n * (info.obs_dim + info.action_dim) + ids
+        layout = network_layout(config, info)
+        actor_in, critic_in = input_dims(info, layout)
         actor_kw: dict[str, Any] = {
-            "tanh_output": not discrete, "output_scale": OUTPUT_INIT_SCALE,
-            "trainable": trainable,
+            "tanh_output": info.action_kind != "discrete", "trainable": trainable,
         }  # fmt: skip
-        critic_kw: dict[str, Any] = {"output_scale": OUTPUT_INIT_SCALE, "trainable": trainable}
-        hidden = config.hidden_sizes
-        if config.share_parameters:
-            return (
-                MLP(actor_in, hidden, info.action_dim, init, **actor_kw),
-                MLP(critic_in, hidden, 1, init, **critic_kw),
-            )
         return (
-            PerAgentMLP(n, actor_in, hidden, info.action_dim, init, **actor_kw),
-            PerAgentMLP(n, critic_in, hidden, 1, init, **critic_kw),
+            _network_for(layout, config, info, actor_in, info.action_dim, init, **actor_kw),
+            _network_for(layout, config, info, critic_in, 1, init, trainable=trainable),
         )
 
     def _with_ids(self, x: Tensor) -> Tensor:
-        """``x`` (B, N, F) with each agent's one-hot id appended when parameters are shared."""
+        """``x`` (B, N, F) with each agent's one-hot id appended when one network serves all."""
         if not self.shared:
             return x
         n = self.num_agents
@@ -95,11 +96,21 @@ class MADDPGNets(DDPGNets):
         return hard - ops.stop_gradient(soft) + soft  # one-hot forward, softmax gradient
 
     def q(self, obs: Tensor, actions: Tensor, target: bool = False) -> Tensor:
+        """Each agent's Q (B, N) of the joint observation and a joint action: ``actions`` is one
+        joint action (B, N, A) for every critic, or each critic's own (B, N, N, A)."""
         critic = self.target_critic if target else self.critic
         batch, n = obs.shape[0], self.num_agents
-        joint = ops.cat((ops.reshape(obs, (batch, -1)), ops.reshape(actions, (batch, -1))), -1)
-        per_agent = ops.broadcast_to(ops.expand_dims(joint, 1), (batch, n, joint.shape[-1]))
-        return ops.squeeze(critic(self._with_ids(per_agent)), -1)
+        if actions.ndim == 3:
+            shape = (batch, n, n, actions.shape[-1])
+            actions = ops.broadcast_to(ops.expand_dims(actions, 1), shape)
+        flat_obs = ops.reshape(obs, (batch, 1, -1))
+        joint_obs = ops.broadcast_to(flat_obs, (batch, n, n * obs.shape[-1]))
+        joint = ops.cat((joint_obs, ops.reshape(actions, (batch, n, -1))), -1)
+        return ops.squeeze(critic(self._with_ids(joint)), -1)
+
+    def actor_actions(self, policy: Tensor, stored: Tensor) -> Tensor:
+        """Agent i's critic sees its own policy action and the buffer's for everyone else."""
+        return actor_joint_actions(OPS, policy, stored, self.own)
 
     def batch_actions(self, actions: Tensor) -> Tensor:
         if self.discrete:
@@ -109,6 +120,19 @@ class MADDPGNets(DDPGNets):
     def construct(self, obs: Tensor, avail: Tensor) -> Tensor:
         """The actors' outputs: actions in [-1, 1], or logits (acting masks them on the host)."""
         return self.actor(self._with_ids(obs))
+
+
+def _network_for(
+    layout: NetworkLayout, config: MADDPGConfig, info: EnvInfo, in_dim: int, out_dim: int,
+    init: np.random.Generator, **kwargs: Any,
+) -> nn.Cell:  # fmt: skip
+    """One network for every agent, one per team, or one per agent (``layout``)."""
+    hidden, kwargs = config.hidden_sizes, {**kwargs, "output_scale": OUTPUT_INIT_SCALE}
+    if layout == "shared":
+        return MLP(in_dim, hidden, out_dim, init, **kwargs)
+    if layout == "teams":
+        return PerTeamMLP(team_indices(info.teams), in_dim, hidden, out_dim, init, **kwargs)
+    return PerAgentMLP(info.num_agents, in_dim, hidden, out_dim, init, **kwargs)
 
 
 class MindSporeMADDPG(MADDPGLearner, MindSporeDDPG):

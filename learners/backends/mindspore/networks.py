@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 from learners.algorithms.learner_state import SelfSerialisingOptimizers
 from learners.backends.mindspore.ops import tanh64
 from learners.backends.mindspore.runtime import configure
+from learners.envs.teams import team_slots
 
 configure()
 
@@ -126,6 +127,38 @@ class PerAgentMLP(nn.Cell):
 
     def construct(self, x: Tensor) -> Tensor:
         return ops.stack([self.agents[i](x[:, i]) for i in range(len(self.agents))], 1)
+
+
+class PerTeamMLP(nn.Cell):
+    """One ``MLP`` per team (canonical names ``teams.<k>.layers...``, as the torch
+    ``PerTeamMLP``), shared by the team's agents, told apart by a one-hot id within the team:
+    (B, N, in) -> (B, N, out). ``teams`` lists each team's agent indices."""
+
+    def __init__(
+        self,
+        teams: Sequence[Sequence[int]],
+        in_dim: int,
+        hidden_sizes: Sequence[int],
+        out_dim: int,
+        rng: np.random.Generator,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__()
+        self.members = tuple(tuple(team) for team in teams)
+        self.slots = team_slots(self.members)
+        self.teams = nn.CellList(
+            [MLP(in_dim + len(team), hidden_sizes, out_dim, rng, **kwargs) for team in self.members]
+        )
+        self.ids = [Tensor(np.eye(len(team), dtype=np.float32)) for team in self.members]
+
+    def construct(self, x: Tensor) -> Tensor:
+        outputs = []
+        for k in range(len(self.members)):
+            team = self.members[k]
+            rows = ops.stack([x[:, i] for i in team], 1)
+            ids = ops.broadcast_to(self.ids[k], (x.shape[0], len(team), len(team)))
+            outputs.append(self.teams[k](ops.cat((rows, ids), -1)))
+        return ops.stack([outputs[k][:, j] for k, j in self.slots], 1)
 
 
 def named_parameters(net: nn.Cell) -> list[tuple[str, Parameter]]:

@@ -139,6 +139,9 @@ class MindSporeOps:
     def stop_gradient(self, x: Tensor) -> Tensor:
         return ops.stop_gradient(x)
 
+    def expand_dims(self, x: Tensor, axis: int) -> Tensor:
+        return ops.expand_dims(x, axis)
+
     def sum(self, x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
         return ops.sum(x, axis, keepdims)
 

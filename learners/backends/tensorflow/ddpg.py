@@ -9,8 +9,8 @@ its own target (seeds defect 8). Each tape watches only the network it trains.
 
 The whole update (target, both gradient steps, Adam, soft updates) runs as one ``tf.function``;
 ``set_compiled(False)`` runs it eagerly instead (``benchmarks/tensorflow_compile.py`` measures the
-difference). ``_build_networks``, ``_policy``, ``_q``, ``_batch_actions`` and ``_update_noise``
-are where MADDPG differs, as in the torch learner.
+difference). ``_build_networks``, ``_policy``, ``_q``, ``_batch_actions``, ``_actor_actions`` and
+``_update_noise`` are where MADDPG differs, as in the torch learner.
 """
 
 from __future__ import annotations
@@ -97,6 +97,11 @@ class TensorFlowDDPG(TensorFlowState, DDPGLearner):
         """The stored actions as the critic takes them."""
         return batch["actions"]
 
+    def _actor_actions(self, policy: tf.Tensor, stored: tf.Tensor) -> tf.Tensor:
+        """What the critic is given in the actor's update, from the live policy's actions and the
+        stored ones: DDPG's Q(s, mu(s)) takes the policy's."""
+        return policy
+
     def _update_noise(self, batch: ReplayBatch) -> dict[str, NDArray[Any]]:
         """Random draws the update needs, made on the host (a compiled step takes them as
         inputs); DDPG needs none."""
@@ -131,16 +136,18 @@ class TensorFlowDDPG(TensorFlowState, DDPGLearner):
         q_next = self._q(next_obs, next_actions, target=True)
         target = td_target(ops, batch["rewards"], q_next, terminated, cfg.gamma)
 
+        stored = self._batch_actions(batch)
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(variables(self.critic))
-            q = self._q(obs, self._batch_actions(batch))
+            q = self._q(obs, stored)
             loss_critic = critic_loss(ops, q, target, mask)
         norm_critic = gradient_step(
             ops, tape, loss_critic, [self.critic_optimizer], cfg.max_grad_norm
         )
         with tf.GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(variables(self.actor))
-            actions = self._policy(obs, batch["avail_actions"], noise=batch)
+            policy = self._policy(obs, batch["avail_actions"], noise=batch)
+            actions = self._actor_actions(policy, stored)
             loss_actor = actor_loss(ops, self._q(obs, actions), mask)
         norm_actor = gradient_step(ops, tape, loss_actor, [self.actor_optimizer], cfg.max_grad_norm)
         soft_update(self.target_actor, self.actor, cfg.tau)

@@ -4,9 +4,11 @@ DDPG's, and so is the update: this class only changes what the networks see.
 The reference library had no TensorFlow MADDPG (seeds defect 9). This one mirrors
 ``learners.backends.torch.maddpg.TorchMADDPG``:
 
-- actors see their own (padded) observation, plus a one-hot agent id when parameters are shared;
-- critics see every agent's observation and action (flattened), plus the agent id when shared, and
-  give each agent its own Q value (B, N);
+- actors see their own (padded) observation, plus a one-hot agent id when parameters are shared
+  (within the team: ``PerTeamMLP`` on a scenario with several teams);
+- critics see every agent's observation and a joint action (flattened), plus the agent id when
+  shared, and give each agent its own Q value (B, N); in the actor's update agent i's critic sees
+  its own policy action and the buffer's actions of the others (``learners.functional.maddpg``);
 - agent ids are built for the batch in hand (its real size), never for the configured batch size
   (seeds defect 6);
 - discrete actions: the actor gives logits, the critic takes one-hot actions, the actor's update
@@ -25,13 +27,15 @@ import tensorflow as tf
 from numpy.typing import NDArray
 
 from learners.algorithms.ddpg import OUTPUT_INIT_SCALE
-from learners.algorithms.maddpg import MADDPGConfig, MADDPGLearner
+from learners.algorithms.maddpg import MADDPGConfig, MADDPGLearner, input_dims
 from learners.backends.tensorflow.ddpg import Batch, TensorFlowDDPG
-from learners.backends.tensorflow.networks import MLP, PerAgentMLP
+from learners.backends.tensorflow.networks import MLP, PerAgentMLP, PerTeamMLP
 from learners.backends.tensorflow.runtime import maybe_compile
 from learners.buffers.replay import ReplayBatch
-from learners.envs.base import Observation
+from learners.envs.base import EnvInfo, Observation
+from learners.envs.teams import team_indices
 from learners.functional.distributions import masked_logits
+from learners.functional.maddpg import actor_joint_actions, own_action_mask
 
 # torch's clamp bounds for the uniform draw: log(-log(u)) stays finite at both ends.
 UNIFORM_LOW, UNIFORM_HIGH = 1e-10, 1.0 - 1e-7
@@ -42,30 +46,33 @@ class TensorFlowMADDPG(MADDPGLearner, TensorFlowDDPG):
 
     config: MADDPGConfig
 
+    def __init__(self, config: MADDPGConfig, info: EnvInfo, device: str, seed: int) -> None:
+        super().__init__(config, info, device, seed)
+        self._own = self._tensor(own_action_mask(info.num_agents))
+
     def _build_networks(self, init: np.random.Generator, trainable: bool) -> tuple[Any, Any]:
-        info, cfg = self.info, self.config
-        n, ids = info.num_agents, info.num_agents if cfg.share_parameters else 0
-        actor_in = info.obs_dim + ids
-        critic_in = n * (info.obs_dim + info.action_dim) + ids
-        actor_kw: dict[str, Any] = {
-            "tanh_output": not self.discrete,
-            "output_scale": OUTPUT_INIT_SCALE,
-            "trainable": trainable,
-        }
-        critic_kw: dict[str, Any] = {"output_scale": OUTPUT_INIT_SCALE, "trainable": trainable}
-        if cfg.share_parameters:
-            return (
-                MLP(actor_in, cfg.hidden_sizes, info.action_dim, init, **actor_kw),
-                MLP(critic_in, cfg.hidden_sizes, 1, init, **critic_kw),
-            )
-        return (
-            PerAgentMLP(n, actor_in, cfg.hidden_sizes, info.action_dim, init, **actor_kw),
-            PerAgentMLP(n, critic_in, cfg.hidden_sizes, 1, init, **critic_kw),
+        info = self.info
+        actor_in, critic_in = input_dims(info, self.layout)
+        actor = self._network_for(
+            actor_in, info.action_dim, init, tanh_output=not self.discrete, trainable=trainable
         )
+        return actor, self._network_for(critic_in, 1, init, trainable=trainable)
+
+    def _network_for(
+        self, in_dim: int, out_dim: int, init: np.random.Generator, **kwargs: Any
+    ) -> Any:
+        """One network for every agent, one per team, or one per agent (``self.layout``)."""
+        hidden, kwargs = self.config.hidden_sizes, {**kwargs, "output_scale": OUTPUT_INIT_SCALE}
+        if self.layout == "shared":
+            return MLP(in_dim, hidden, out_dim, init, **kwargs)
+        if self.layout == "teams":
+            teams = team_indices(self.info.teams)
+            return PerTeamMLP(teams, in_dim, hidden, out_dim, init, **kwargs)
+        return PerAgentMLP(self.info.num_agents, in_dim, hidden, out_dim, init, **kwargs)
 
     def _with_ids(self, x: tf.Tensor) -> tf.Tensor:
-        """``x`` (B, N, F) with each agent's one-hot id appended when parameters are shared."""
-        if not self.config.share_parameters:
+        """``x`` (B, N, F) with each agent's one-hot id appended when one network serves all."""
+        if self.layout != "shared":
             return x
         n = self.info.num_agents
         ids = tf.broadcast_to(tf.eye(n, dtype=x.dtype), tf.stack([tf.shape(x)[0], n, n]))
@@ -93,11 +100,21 @@ class TensorFlowMADDPG(MADDPGLearner, TensorFlowDDPG):
         return hard - tf.stop_gradient(soft) + soft  # one-hot forward, softmax gradient
 
     def _q(self, obs: tf.Tensor, actions: tf.Tensor, *, target: bool = False) -> tf.Tensor:
+        """Each agent's Q (B, N) of the joint observation and a joint action: ``actions`` is one
+        joint action (B, N, A) for every critic, or each critic's own (B, N, N, A)."""
         critic = self.target_critic if target else self.critic
         batch, n = tf.shape(obs)[0], self.info.num_agents
-        joint = tf.concat([tf.reshape(obs, [batch, -1]), tf.reshape(actions, [batch, -1])], -1)
-        per_agent = tf.broadcast_to(joint[:, None, :], tf.stack([batch, n, tf.shape(joint)[-1]]))
-        return critic(self._with_ids(per_agent))[..., 0]
+        if actions.shape.rank == 3:
+            actions = tf.broadcast_to(actions[:, None], tf.stack([batch, n, n, actions.shape[-1]]))
+        joint_obs = tf.broadcast_to(
+            tf.reshape(obs, [batch, 1, -1]), tf.stack([batch, n, n * obs.shape[-1]])
+        )
+        joint = tf.concat([joint_obs, tf.reshape(actions, [batch, n, -1])], -1)
+        return critic(self._with_ids(joint))[..., 0]
+
+    def _actor_actions(self, policy: tf.Tensor, stored: tf.Tensor) -> tf.Tensor:
+        """Agent i's critic sees its own policy action and the buffer's for everyone else."""
+        return actor_joint_actions(self.ops, policy, stored, self._own)
 
     def _batch_actions(self, batch: Batch) -> tf.Tensor:
         if self.discrete:

@@ -24,6 +24,7 @@ import tensorflow as tf
 from numpy.typing import NDArray
 
 from learners.algorithms.learner_state import SelfSerialisingOptimizers
+from learners.envs.teams import team_slots
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,43 @@ class PerAgentMLP(tf.Module):
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
         return tf.stack([net(x[:, i]) for i, net in enumerate(self.agents)], axis=1)
+
+
+class PerTeamMLP(tf.Module):
+    """One ``MLP`` per team (canonical names ``teams.<k>.layers...``, as the torch
+    ``PerTeamMLP``), shared by the team's agents, told apart by a one-hot id within the team:
+    (B, N, in) -> (B, N, out). ``teams`` lists each team's agent indices."""
+
+    def __init__(
+        self,
+        teams: Sequence[Sequence[int]],
+        in_dim: int,
+        hidden_sizes: Sequence[int],
+        out_dim: int,
+        rng: np.random.Generator,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__()
+        self.members = tuple(tuple(team) for team in teams)
+        self.slots = team_slots(self.members)
+        self.teams = [
+            MLP(in_dim + len(team), hidden_sizes, out_dim, rng, **kwargs) for team in self.members
+        ]
+        self.params = [
+            Param(f"teams.{k}.{p.name}", p.variable, p.transposed)
+            for k, net in enumerate(self.teams)
+            for p in net.params
+        ]
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        outputs = []
+        for team, net in zip(self.members, self.teams, strict=True):
+            rows = tf.stack([x[:, i] for i in team], axis=1)
+            size = len(team)
+            shape = tf.stack([tf.shape(x)[0], size, size])
+            ids = tf.broadcast_to(tf.eye(size, dtype=x.dtype), shape)
+            outputs.append(net(tf.concat([rows, ids], axis=-1)))
+        return tf.stack([outputs[k][:, j] for k, j in self.slots], axis=1)
 
 
 def variables(net: Any) -> list[tf.Variable]:

@@ -95,6 +95,9 @@ class TensorFlowOps:
     def stop_gradient(self, x: Tensor) -> Tensor:
         return tf.stop_gradient(x)
 
+    def expand_dims(self, x: Tensor, axis: int) -> Tensor:
+        return tf.expand_dims(x, axis)
+
     def sum(self, x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
         return tf.reduce_sum(x, axis=_axis(axis), keepdims=keepdims)
 

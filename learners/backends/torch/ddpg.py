@@ -6,9 +6,10 @@ the replay buffer unchanged (N = 1 for Gymnasium). The TD target is computed und
 the target networks and passes through ``td_target``'s stop-gradient as well: the critic is never
 trained through its own target (seeds defect 8).
 
-``_build_networks``, ``_policy``, ``_q`` and ``_batch_actions`` are where MADDPG differs (agent
-ids, a centralised critic, discrete actions); it subclasses this class and keeps everything else:
-the update, the losses, soft updates and state.
+``_build_networks``, ``_policy``, ``_q``, ``_batch_actions`` and ``_actor_actions`` are where
+MADDPG differs (agent ids, a centralised critic, discrete actions, each agent's own action in its
+actor's update); it subclasses this class and keeps everything else: the update, the losses, soft
+updates and state.
 """
 
 from __future__ import annotations
@@ -83,6 +84,11 @@ class TorchDDPG(TorchState, DDPGLearner):
         """The stored actions as the critic takes them."""
         return self._tensor(batch.actions)
 
+    def _actor_actions(self, policy: torch.Tensor, stored: torch.Tensor) -> torch.Tensor:
+        """What the critic is given in the actor's update, from the live policy's actions and the
+        stored ones: DDPG's Q(s, mu(s)) takes the policy's."""
+        return policy
+
     # ------------------------------------------------------------------------------------------
     def _tensor(self, array: NDArray[Any]) -> torch.Tensor:
         return torch.as_tensor(array, device=self.device)
@@ -106,12 +112,14 @@ class TorchDDPG(TorchState, DDPGLearner):
             q_next = self._q(next_obs, next_actions, target=True)
         target = td_target(ops, rewards, q_next, terminated, cfg.gamma)
 
-        q = self._q(obs, self._batch_actions(batch))
+        stored = self._batch_actions(batch)
+        q = self._q(obs, stored)
         loss_critic = critic_loss(ops, q, target, mask)
         norm_critic = gradient_step(
             ops, loss_critic, self.critic_optimizer, self.critic_params, cfg.max_grad_norm
         )
-        loss_actor = actor_loss(ops, self._q(obs, self._policy(obs, avail)), mask)
+        policy_actions = self._actor_actions(self._policy(obs, avail), stored)
+        loss_actor = actor_loss(ops, self._q(obs, policy_actions), mask)
         norm_actor = gradient_step(
             ops, loss_actor, self.actor_optimizer, self.actor_params, cfg.max_grad_norm
         )

@@ -1,9 +1,12 @@
 """MADDPG in PyTorch (Lowe et al., NeurIPS 2017); the math is ``learners.algorithms.maddpg`` and
 DDPG's, and so is the update: this class only changes what the networks see.
 
-- Actors see their own (padded) observation, plus a one-hot agent id when parameters are shared.
-- Critics see every agent's observation and action (flattened), plus the agent id when shared, and
-  give each agent its own Q value: (B, N).
+- Actors see their own (padded) observation, plus a one-hot agent id when parameters are shared
+  (within the team: ``PerTeamMLP`` on a scenario with several teams).
+- Critics see every agent's observation and a joint action (flattened), plus the agent id when
+  shared, and give each agent its own Q value: (B, N). In the actor's update agent i's critic
+  sees its own policy action and the buffer's actions of the others
+  (``learners.functional.maddpg``).
 - Agent ids are built for the batch in hand (``obs.shape[0]``), never for the configured batch size
   (the reference did the latter, so a smaller batch crashed: seeds defect 6).
 - Discrete actions: the actor gives logits; the critic takes one-hot actions; the actor's update
@@ -24,12 +27,14 @@ from numpy.typing import NDArray
 from torch import nn
 
 from learners.algorithms.ddpg import OUTPUT_INIT_SCALE
-from learners.algorithms.maddpg import MADDPGConfig, MADDPGLearner
+from learners.algorithms.maddpg import MADDPGConfig, MADDPGLearner, input_dims
 from learners.backends.torch.ddpg import TorchDDPG
-from learners.backends.torch.networks import MLP, PerAgentMLP
+from learners.backends.torch.networks import MLP, PerAgentMLP, PerTeamMLP
 from learners.buffers.replay import ReplayBatch
-from learners.envs.base import Observation
+from learners.envs.base import EnvInfo, Observation
+from learners.envs.teams import team_indices
 from learners.functional.distributions import masked_logits
+from learners.functional.maddpg import actor_joint_actions, own_action_mask
 
 
 class TorchMADDPG(MADDPGLearner, TorchDDPG):
@@ -37,29 +42,30 @@ class TorchMADDPG(MADDPGLearner, TorchDDPG):
 
     config: MADDPGConfig
 
+    def __init__(self, config: MADDPGConfig, info: EnvInfo, device: str, seed: int) -> None:
+        super().__init__(config, info, device, seed)
+        self._own = self._tensor(own_action_mask(info.num_agents))
+
     def _build_networks(self) -> tuple[nn.Module, nn.Module]:
-        info, cfg = self.info, self.config
-        n, ids = info.num_agents, info.num_agents if cfg.share_parameters else 0
-        actor_in = info.obs_dim + ids
-        critic_in = n * (info.obs_dim + info.action_dim) + ids
-        actor_kw: dict[str, Any] = {
-            "tanh_output": not self.discrete,
-            "output_scale": OUTPUT_INIT_SCALE,
-        }
-        critic_kw: dict[str, Any] = {"output_scale": OUTPUT_INIT_SCALE}
-        if cfg.share_parameters:
-            return (
-                MLP(actor_in, cfg.hidden_sizes, info.action_dim, **actor_kw),
-                MLP(critic_in, cfg.hidden_sizes, 1, **critic_kw),
-            )
+        info = self.info
+        actor_in, critic_in = input_dims(info, self.layout)
         return (
-            PerAgentMLP(n, actor_in, cfg.hidden_sizes, info.action_dim, **actor_kw),
-            PerAgentMLP(n, critic_in, cfg.hidden_sizes, 1, **critic_kw),
+            self._network_for(actor_in, info.action_dim, tanh_output=not self.discrete),
+            self._network_for(critic_in, 1),
         )
 
+    def _network_for(self, in_dim: int, out_dim: int, **kwargs: Any) -> nn.Module:
+        """One network for every agent, one per team, or one per agent (``self.layout``)."""
+        hidden, kwargs = self.config.hidden_sizes, {**kwargs, "output_scale": OUTPUT_INIT_SCALE}
+        if self.layout == "shared":
+            return MLP(in_dim, hidden, out_dim, **kwargs)
+        if self.layout == "teams":
+            return PerTeamMLP(team_indices(self.info.teams), in_dim, hidden, out_dim, **kwargs)
+        return PerAgentMLP(self.info.num_agents, in_dim, hidden, out_dim, **kwargs)
+
     def _with_ids(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` (B, N, F) with each agent's one-hot id appended when parameters are shared."""
-        if not self.config.share_parameters:
+        """``x`` (B, N, F) with each agent's one-hot id appended when one network serves all."""
+        if self.layout != "shared":
             return x
         batch, n = x.shape[0], self.info.num_agents
         ids = torch.eye(n, device=x.device, dtype=x.dtype).expand(batch, n, n)
@@ -87,11 +93,19 @@ class TorchMADDPG(MADDPGLearner, TorchDDPG):
         return hard - soft.detach() + soft  # one-hot forward, softmax gradient
 
     def _q(self, obs: torch.Tensor, actions: torch.Tensor, *, target: bool = False) -> torch.Tensor:
+        """Each agent's Q (B, N) of the joint observation and a joint action: ``actions`` is one
+        joint action (B, N, A) for every critic, or each critic's own (B, N, N, A)."""
         critic = self.target_critic if target else self.critic
         batch, n = obs.shape[0], self.info.num_agents
-        joint = torch.cat([obs.reshape(batch, -1), actions.reshape(batch, -1)], dim=-1)
-        per_agent = joint.unsqueeze(1).expand(batch, n, joint.shape[-1])
-        return critic(self._with_ids(per_agent)).squeeze(-1)
+        if actions.dim() == 3:
+            actions = actions.unsqueeze(1).expand(batch, n, n, actions.shape[-1])
+        joint_obs = obs.reshape(batch, 1, -1).expand(batch, n, -1)
+        joint = torch.cat([joint_obs, actions.reshape(batch, n, -1)], dim=-1)
+        return critic(self._with_ids(joint)).squeeze(-1)
+
+    def _actor_actions(self, policy: torch.Tensor, stored: torch.Tensor) -> torch.Tensor:
+        """Agent i's critic sees its own policy action and the buffer's for everyone else."""
+        return actor_joint_actions(self.ops, policy, stored, self._own)
 
     def _batch_actions(self, batch: ReplayBatch) -> torch.Tensor:
         actions = self._tensor(batch.actions)

@@ -18,6 +18,7 @@ from torch import nn
 
 from learners.algorithms.learner_state import NetworkState
 from learners.backends.torch.ops import TorchOps
+from learners.envs.teams import team_slots
 from learners.functional.gradients import clip_by_global_norm
 
 
@@ -69,6 +70,36 @@ class PerAgentMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.stack([net(x[:, i]) for i, net in enumerate(self.agents)], dim=1)
+
+
+class PerTeamMLP(nn.Module):
+    """One ``MLP`` per team (``teams.<k>.layers...``, k in ``EnvInfo.team_names`` order), shared by
+    the team's agents, who are told apart by a one-hot id within their team appended to their
+    input: (B, N, in) -> (B, N, out). For learners that share parameters within a team only.
+    ``teams`` lists each team's agent indices."""
+
+    def __init__(
+        self,
+        teams: Sequence[Sequence[int]],
+        in_dim: int,
+        hidden_sizes: Sequence[int],
+        out_dim: int,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__()
+        self.members = tuple(tuple(team) for team in teams)
+        self.slots = team_slots(self.members)
+        self.teams = nn.ModuleList(
+            MLP(in_dim + len(team), hidden_sizes, out_dim, **kwargs) for team in self.members
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        outputs = []
+        for team, net in zip(self.members, self.teams, strict=True):
+            rows = torch.stack([x[:, i] for i in team], dim=1)
+            ids = torch.eye(len(team), dtype=x.dtype, device=x.device).expand(x.shape[0], -1, -1)
+            outputs.append(net(torch.cat([rows, ids], dim=-1)))
+        return torch.stack([outputs[k][:, j] for k, j in self.slots], dim=1)
 
 
 def soft_update(target: nn.Module, live: nn.Module, tau: float) -> None:

@@ -79,6 +79,9 @@ class TorchOps:
     def stop_gradient(self, x: Tensor) -> Tensor:
         return x.detach()
 
+    def expand_dims(self, x: Tensor, axis: int) -> Tensor:
+        return x.unsqueeze(axis)
+
     def sum(self, x: Tensor, axis: Axis = None, keepdims: bool = False) -> Tensor:
         if axis is None:
             return x.sum() if not keepdims else x.sum().reshape([1] * x.dim())

@@ -110,3 +110,8 @@ def test_gather_last(ops: Any, np_ops: NumpyOps, rng: np.random.Generator) -> No
     want = np_ops.gather_last(x, index)
     close(ops.to_numpy(got), want)
     close(want[1, 2], x[1, 2, index[1, 2]])
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_expand_dims(ops: Any, np_ops: NumpyOps, rng: np.random.Generator, axis: int) -> None:
+    both(ops, np_ops, "expand_dims", rng.normal(size=(4, 3)).astype(np.float32), axis=axis)

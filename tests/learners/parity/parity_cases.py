@@ -53,13 +53,21 @@ class Variant:
     """The backends that have built this variant (``None``: every backend of the algorithm)."""
 
 
-def env_info(num_agents: int, action_kind: str, action_dim: int, num_envs: int = 3) -> EnvInfo:
+def env_info(
+    num_agents: int,
+    action_kind: str,
+    action_dim: int,
+    num_envs: int = 3,
+    teams: tuple[str, ...] | None = None,
+) -> EnvInfo:
+    """A synthetic env's shapes; every agent on one team unless ``teams`` names them."""
     continuous = action_kind == "continuous"
+    teams = teams or ("agent",) * num_agents
     return EnvInfo(
         num_envs=num_envs,
         num_agents=num_agents,
-        agent_ids=tuple(f"agent_{i}" for i in range(num_agents)),
-        teams=("agent",) * num_agents,
+        agent_ids=tuple(f"{team}_{i}" for i, team in enumerate(teams)),
+        teams=teams,
         obs_dim=5,
         obs_dims=(5,) * num_agents,
         state_dim=7,
@@ -89,6 +97,9 @@ def _maddpg_variants() -> list[Variant]:
         )  # fmt: skip
         info = env_info(3, kind, 2 if kind == "continuous" else 5)
         variants.append(Variant(f"{kind}-{'shared' if shared else 'separate'}", config, info))
+        if shared:  # two teams, one agent between the other's two: a shared network per team
+            teams = env_info(3, kind, info.action_dim, teams=("agent", "adversary", "agent"))
+            variants.append(Variant(f"{kind}-teams", config, teams))
     return variants
 
 

@@ -26,6 +26,7 @@ from learners.buffers.replay import ReplayBatch
 from learners.buffers.rollout import RolloutBuffer
 from learners.enums import Algorithm
 from learners.envs.base import EnvInfo
+from learners.envs.teams import team_indices
 from learners.functional import distributions as dist
 from learners.functional.losses import entropy_bonus, policy_loss, ppo_loss, value_loss
 from learners.functional.normalizer import ValueNormalizer
@@ -105,6 +106,10 @@ class DDPGNets:
     def batch_actions(self, batch: ReplayBatch) -> Array:
         return _f64(batch.actions)
 
+    def actor_actions(self, policy: Array, stored: Array) -> Array:
+        """What the critic sees in the actor's update: DDPG's Q(s, mu(s))."""
+        return policy
+
 
 class MADDPGNets(DDPGNets):
     """MADDPG's: ids for shared weights, per-agent networks otherwise, a joint critic input, and
@@ -114,16 +119,22 @@ class MADDPGNets(DDPGNets):
 
     def _net(self, tensors: Tensors, prefix: str, x: Array, tanh_output: bool) -> Array:
         n = self.info.num_agents
-        if self.config.share_parameters:
+        teams = team_indices(self.info.teams)
+        if self.config.share_parameters and len(teams) == 1:
             ids = np.broadcast_to(np.eye(n), (x.shape[0], n, n))
             return mlp(tensors, prefix, np.concatenate([x, ids], -1), tanh_output=tanh_output)
-        return np.stack(
-            [
-                mlp(tensors, f"{prefix}.agents.{i}", x[:, i], tanh_output=tanh_output)
-                for i in range(n)
-            ],
-            1,
-        )
+        rows = []
+        for i in range(n):
+            if not self.config.share_parameters:
+                rows.append(mlp(tensors, f"{prefix}.agents.{i}", x[:, i], tanh_output=tanh_output))
+                continue
+            # Several teams: the team's network, with the agent's one-hot id within the team.
+            k = next(k for k, team in enumerate(teams) if i in team)
+            size = len(teams[k])
+            place = np.broadcast_to(np.eye(size)[teams[k].index(i)], (x.shape[0], size))
+            given = np.concatenate([x[:, i], place], -1)
+            rows.append(mlp(tensors, f"{prefix}.teams.{k}", given, tanh_output=tanh_output))
+        return np.stack(rows, 1)
 
     def policy(
         self, tensors: Tensors, prefix: str, obs: Array, avail: Array, noise: Array | None
@@ -138,11 +149,19 @@ class MADDPGNets(DDPGNets):
         return np.eye(self.info.action_dim)[np.argmax(logits, -1)]
 
     def q(self, tensors: Tensors, prefix: str, obs: Array, actions: Array) -> Array:
+        """Each agent's Q of one joint action (B, N, A) or of its own (B, N, N, A)."""
         b, n = obs.shape[0], self.info.num_agents
-        joint = np.concatenate([_f64(obs).reshape(b, -1), actions.reshape(b, -1)], -1)
-        return self._net(
-            tensors, prefix, np.broadcast_to(joint[:, None], (b, n, joint.shape[-1])), False
-        )[..., 0]
+        if actions.ndim == 3:
+            actions = np.broadcast_to(actions[:, None], (b, n, *actions.shape[1:]))
+        joint_obs = np.broadcast_to(_f64(obs).reshape(b, 1, -1), (b, n, n * obs.shape[-1]))
+        joint = np.concatenate([joint_obs, actions.reshape(b, n, -1)], -1)
+        return self._net(tensors, prefix, joint, False)[..., 0]
+
+    def actor_actions(self, policy: Array, stored: Array) -> Array:
+        """The paper's: agent i's critic sees agent i's policy action and the stored actions of
+        every other agent (row i of (B, N, N, A))."""
+        own = np.eye(self.info.num_agents, dtype=bool)[None, :, :, None]
+        return np.where(own, policy[:, None], stored[:, None])
 
     def batch_actions(self, batch: ReplayBatch) -> Array:
         if self.info.action_kind == "discrete":
@@ -170,7 +189,8 @@ def actor_critic_stats(
     )
     q_taken = nets.q(before, "critic", batch.obs, nets.batch_actions(batch))
     mask = _f64(batch.agent_mask)
-    policy_actions = nets.policy(before, "actor", batch.obs, batch.avail_actions, noise)
+    policy = nets.policy(before, "actor", batch.obs, batch.avail_actions, noise)
+    policy_actions = nets.actor_actions(policy, nets.batch_actions(batch))
     q_policy = nets.q(after, "critic", batch.obs, policy_actions)
     return {
         "loss_critic": N.item(critic_loss(N, q_taken, target, mask)),
