@@ -53,6 +53,21 @@ class AlgorithmEntry:
     one_team: bool = False
     """It learns one reward shared by all agents (WQMIX's mixer), so a scenario with more than one
     team is refused: it would train on a mean over opponents that no team maximises."""
+    env_defaults: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """What a spec that leaves ``env.num_envs`` or an ``env.kwargs`` entry out gets, keyed like a
+    config's ``env_defaults`` (an env id, or ``suite:*``): the settings ``docs/algorithms.md``
+    measured the algorithm with, so that a spec without them trains as the tables did."""
+
+    def env_defaults_for(self, suite: EnvSuite | str, env_id: str) -> dict[str, Any]:
+        """``{"num_envs": ..., "kwargs": {...}}`` as far as the algorithm sets them on ``env_id``
+        (an exact id's entries over the suite's)."""
+        wide = self.env_defaults.get(f"{suite}:*", {})
+        exact = self.env_defaults.get(env_id, {})
+        merged: dict[str, Any] = {**wide, **exact}
+        kwargs = {**wide.get("kwargs", {}), **exact.get("kwargs", {})}
+        if kwargs:
+            merged["kwargs"] = kwargs
+        return merged
 
     @property
     def backends(self) -> frozenset[Backend]:
@@ -77,6 +92,9 @@ def _built(module: str, name: str, *backends: Backend) -> dict[Backend, str]:
     backends ``name`` is built for."""
     return {b: f"learners.backends.{b.value}.{module}:{_CLASS_PREFIX[b]}{name}" for b in backends}
 
+
+_MPE_ENVS = 8
+"""The parallel envs every MPE table of docs/algorithms.md was measured with."""
 
 _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
     Algorithm.DDPG: AlgorithmEntry(
@@ -105,6 +123,8 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         action_kinds=frozenset({ActionKind.CONTINUOUS, ActionKind.DISCRETE}),
         runner=RunnerKind.OFF_POLICY,
         learners=_built("maddpg", "MADDPG", *Backend),
+        # Benchmarked with continuous actions (docs/algorithms.md), so that is what a spec gets.
+        env_defaults={"mpe:*": {"num_envs": _MPE_ENVS, "kwargs": {"continuous_actions": True}}},
     ),
     Algorithm.IPPO: AlgorithmEntry(
         algorithm=Algorithm.IPPO,
@@ -118,6 +138,7 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         action_kinds=frozenset({ActionKind.CONTINUOUS, ActionKind.DISCRETE}),
         runner=RunnerKind.ON_POLICY,
         learners=_built("ppo", "PPO", *Backend),
+        env_defaults={"mpe:*": {"num_envs": _MPE_ENVS}},
     ),
     Algorithm.MAPPO: AlgorithmEntry(
         algorithm=Algorithm.MAPPO,
@@ -131,6 +152,7 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         action_kinds=frozenset({ActionKind.CONTINUOUS, ActionKind.DISCRETE}),
         runner=RunnerKind.ON_POLICY,
         learners=_built("ppo", "PPO", *Backend),
+        env_defaults={"mpe:*": {"num_envs": _MPE_ENVS}},
     ),
     Algorithm.WQMIX: AlgorithmEntry(
         algorithm=Algorithm.WQMIX,
@@ -146,6 +168,7 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         runner=RunnerKind.OFF_POLICY,
         learners=_built("wqmix", "WQMIX", *Backend),
         one_team=True,
+        env_defaults={"mpe:*": {"num_envs": _MPE_ENVS}},
     ),
 }
 

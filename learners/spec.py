@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from learners.config import AlgorithmConfig
 from learners.enums import Algorithm, Backend, Device, EnvSuite
+
+if TYPE_CHECKING:
+    from learners.registry import AlgorithmEntry
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,22 @@ def _nul_errors(value: Any, field: str) -> list[FieldError]:
     return []
 
 
+def _with_env_defaults(envelope: SpecEnvelope, algo: AlgorithmEntry) -> SpecEnvelope:
+    """The envelope with the algorithm's env defaults (``AlgorithmEntry.env_defaults``) in the
+    places the spec left out: ``env.num_envs``, and each ``env.kwargs`` entry not given."""
+    defaults = algo.env_defaults_for(envelope.env.suite, envelope.env.id)
+    changes: dict[str, Any] = {}
+    if "num_envs" in defaults and "num_envs" not in envelope.env.model_fields_set:
+        changes["num_envs"] = defaults["num_envs"]
+    missing = {k: v for k, v in defaults.get("kwargs", {}).items() if k not in envelope.env.kwargs}
+    if missing:
+        changes["kwargs"] = {**missing, **envelope.env.kwargs}
+    if not changes:
+        return envelope
+    env = envelope.env.model_copy(update=changes)
+    return envelope.model_copy(update={"env": env})
+
+
 def parse_spec(data: Mapping[str, Any]) -> ExperimentSpec:
     """Validate a submitted spec completely, or raise ``SpecError`` naming every bad field."""
     from learners.envs.catalogue import validate_env
@@ -221,6 +240,7 @@ def parse_spec(data: Mapping[str, Any]) -> ExperimentSpec:
                 f"(built: {built})",
             )
         )
+    envelope = _with_env_defaults(envelope, algo)
     if envelope.env.suite not in algo.suites:
         errors.append(
             FieldError(

@@ -34,6 +34,12 @@ class EnvironmentOut(BaseModel):
         description="Every hyperparameter's default on this env (the algorithm's defaults with "
         "the per-environment ones applied)."
     )
+    env_defaults: dict[str, Any] = Field(
+        description="What a spec on this env gets for `env.num_envs` and `env.kwargs` entries it "
+        "leaves out: the settings the algorithm's results in docs/algorithms.md were measured "
+        'with (e.g. `{"num_envs": 8, "kwargs": {"continuous_actions": true}}` for MADDPG '
+        "on MPE); `num_envs` is 1 where absent."
+    )
 
 
 class AlgorithmOut(BaseModel):
@@ -77,6 +83,7 @@ def _environments(algo: AlgorithmEntry) -> list[EnvironmentOut]:
                     teams=list(scenario_teams(suite, env_id)),
                     env_kwargs=_kwargs(algo, suite),
                     hyperparameter_defaults=defaults,
+                    env_defaults=algo.env_defaults_for(suite, env_id),
                 )
             )
     return out

@@ -61,6 +61,18 @@ def _wait_for(condition: Any, what: str, timeout_s: float = TRAINING_BUDGET_S) -
         time.sleep(0.25)
 
 
+def test_the_form_starts_from_the_settings_the_tables_used(page: Page) -> None:
+    page.open("#/new")
+    tab = page.tab
+    tab.select_option("select[name=algorithm]", "maddpg")
+    tab.select_option("select[name=environment]", label="simple_tag_v3 (mpe)")
+
+    assert tab.input_value("[name='env.num_envs']") == "8"
+    assert json.loads(tab.input_value("[name='env.kwargs']")) == {"continuous_actions": True}
+    tab.select_option("select[name=algorithm]", "ddpg")
+    assert tab.input_value("[name='env.num_envs']") == "1"
+
+
 def test_a_bad_hyperparameter_shows_its_error_next_to_the_field(page: Page) -> None:
     page.open("#/new")
     _fill_small_ddpg(page, 3000)

@@ -120,3 +120,33 @@ def test_parse_spec_fills_defaults() -> None:
     )
     assert spec.hyperparameters["tau"] == spec.config().tau
     assert set(spec.hyperparameters) == set(entry(Algorithm.DDPG).config.model_fields)
+
+
+def _env_of(algorithm: str, env: dict[str, Any]) -> Any:
+    spec = {"name": "x", "algorithm": algorithm, "backend": "torch", "env": env, "total_steps": 100}
+    return parse_spec(spec).env
+
+
+@pytest.mark.parametrize("algo", [e for e in entries() if EnvSuite.MPE in e.suites], ids=str)
+def test_an_mpe_spec_without_num_envs_gets_the_eight_the_tables_used(algo: Any) -> None:
+    env_id = "simple_spread_v3"
+    left_out = _env_of(algo.algorithm, {"suite": "mpe", "id": env_id})
+    given = _env_of(algo.algorithm, {"suite": "mpe", "id": env_id, "num_envs": 1})
+
+    assert left_out.num_envs == 8 == algo.env_defaults_for("mpe", env_id)["num_envs"]
+    assert given.num_envs == 1  # a value the spec gives always wins
+
+
+def test_maddpg_on_mpe_gets_continuous_actions_unless_the_spec_says_otherwise() -> None:
+    left_out = _env_of("maddpg", {"suite": "mpe", "id": "simple_tag_v3"})
+    discrete = _env_of(
+        "maddpg",
+        {"suite": "mpe", "id": "simple_tag_v3", "kwargs": {"continuous_actions": False}},
+    )
+    others = _env_of("mappo", {"suite": "mpe", "id": "simple_tag_v3"})
+    pendulum = _env_of("ddpg", {"suite": "gymnasium", "id": "Pendulum-v1"})
+
+    assert left_out.kwargs == {"continuous_actions": True}
+    assert discrete.kwargs == {"continuous_actions": False}
+    assert others.kwargs == {}  # MAPPO's tables are discrete, mpe2's default
+    assert (pendulum.num_envs, pendulum.kwargs) == (1, {})

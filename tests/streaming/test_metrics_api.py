@@ -160,3 +160,8 @@ def test_the_catalogue_lists_environments_with_their_defaults(client: TestClient
     assert [e["id"] for e in ddpg["environments"]][:1] == ["Pendulum-v1"]
     assert "torch" in ddpg["backends"]
     assert set(ddpg["all_backends"]) == {"torch", "tensorflow", "mindspore"}
+    # What a spec that leaves them out gets: the settings the tables were measured with.
+    assert spread["env_defaults"] == {"num_envs": 8}
+    tag = next(e for e in catalogue["maddpg"]["environments"] if e["id"] == "simple_tag_v3")
+    assert tag["env_defaults"] == {"num_envs": 8, "kwargs": {"continuous_actions": True}}
+    assert ddpg["environments"][0]["env_defaults"] == {}

@@ -103,7 +103,10 @@ export async function mount(root) {
     hyper = new Map(Object.entries(props).map(([key, prop]) =>
       [key, control(`hyperparameters.${key}`, prop, env.hyperparameter_defaults[key], a.hyperparameters.$defs || {})]));
     fill(hyperBox, [...hyper].map(([key, ctl]) => field(`hyperparameters.${key}`, key, props[key].description, ctl)));
-    general.get("env.kwargs").write(JSON.stringify(env.env_kwargs));
+    // What a spec that leaves them out would get: the settings the algorithm's tables used.
+    const envDefaults = env.env_defaults || {};
+    general.get("env.kwargs").write(JSON.stringify({ ...env.env_kwargs, ...(envDefaults.kwargs || {}) }));
+    general.get("env.num_envs").write(envDefaults.num_envs ?? envProps.num_envs.default);
     general.get("name").write(`${a.algorithm}-${env.id}`.toLowerCase());
   }
 
