@@ -13,11 +13,16 @@ The math (returns, distributions, losses, clipping) is in ``learners.functional`
 and the learner's host side (memory, minibatches, stats, checkpoint layout) in
 ``learners.algorithms.ppo_learner``; each backend supplies the networks and the gradient step.
 ``docs/algorithms.md`` has the equations.
+
+On a scenario with several teams (simple_tag, ...) every agent's advantages and value targets come
+from its own rewards, and advantages are standardised within each team, so nothing is averaged
+over opponents. Parameters are still shared across teams when ``share_parameters`` is on (one
+network, told apart by the agents' ids): sharing within a team only is not built for PPO yet.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -26,6 +31,7 @@ from numpy.typing import NDArray
 from pydantic import Field, ValidationInfo, field_validator
 
 from learners.config import AlgorithmConfig, LayerWidth
+from learners.envs.teams import team_members
 from learners.functional import distributions as dist
 from learners.functional.losses import PPOLoss, entropy_bonus, policy_loss, ppo_loss, value_loss
 from learners.functional.normalizer import ValueNormalizer
@@ -88,7 +94,8 @@ class PPOConfig(AlgorithmConfig):
     """Normalise value targets with running mean/std statistics (the critic predicts normalised
     returns; advantages are computed on de-normalised values)."""
     advantage_norm: bool = True
-    """Standardise advantages over each rollout (over live agents only)."""
+    """Standardise advantages over each rollout (over live agents only), team by team on a
+    scenario with several teams."""
     value_coef: float = Field(default=1.0, ge=0, le=100)
     """Weight of the critic's loss in the combined loss."""
     entropy_coef: float = Field(default=0.01, ge=0, le=10)
@@ -204,8 +211,19 @@ def rollout_targets(
         normalizer.update(returns, mask)
         returns = normalizer.normalize(returns)
     if config.advantage_norm:
-        advantages = normalize_advantages(advantages, mask)
+        advantages = normalize_per_team(advantages, mask, buffer.info.teams)
     return RolloutTargets(advantages, returns, mask, explained)
+
+
+def normalize_per_team(
+    advantages: NDArray[Any], mask: NDArray[Any], teams: Sequence[str]
+) -> NDArray[np.float32]:
+    """Advantages (..., N) standardised within each team: an opponent's advantages never shift or
+    scale a team's (one team: the whole rollout at once, as before teams existed)."""
+    out = np.zeros(advantages.shape, np.float32)
+    for members in team_members(teams).values():
+        out[..., members] = normalize_advantages(advantages[..., members], mask[..., members])
+    return out
 
 
 def minibatch_loss(

@@ -1,0 +1,112 @@
+"""MAPPO and IPPO on a scenario with two teams (simple_tag: three adversaries against one agent):
+every agent learns from its own reward, nothing is averaged over the teams, and MAPPO's
+centralised critic gives each agent a value of the global state and its own id.
+
+The targets are the host-side ``rollout_targets`` every backend's PPO calls; the critic test runs
+each backend's own value pass.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+import pytest
+from parity_cases import Variant, rollout_buffer
+
+from learners.algorithms.ppo import IPPOConfig, MAPPOConfig, PPOConfig, rollout_targets
+from learners.buffers.rollout import RolloutBuffer
+from learners.enums import Algorithm, Backend
+from learners.envs.base import EnvInfo
+from learners.envs.mpe import MPEVecEnv
+from learners.functional.normalizer import ValueNormalizer
+from learners.registry import built_pairs, entry
+
+ADVERSARIES, AGENT = [0, 1, 2], 3
+
+
+@functools.cache
+def _tag_info() -> EnvInfo:
+    env = MPEVecEnv("simple_tag_v3", {"continuous_actions": False}, 3, seed=0)
+    env.close()
+    assert env.info.teams == ("adversary",) * 3 + ("agent",)
+    return env.info
+
+
+def _config(cls: type[PPOConfig], **overrides: Any) -> PPOConfig:
+    return cls(hidden_sizes=(16, 16), rollout_length=12, **overrides)
+
+
+def _rollout(config: PPOConfig, seed: int = 0) -> RolloutBuffer:
+    """A finished rollout of simple_tag's shapes (dead agents, ended episodes, random values)."""
+    buffer = rollout_buffer(Variant("tag", config, _tag_info()), seed)
+    rng = np.random.default_rng(seed + 1)
+    for name in ("values", "next_values"):
+        getattr(buffer, name)[:] = rng.normal(size=buffer.values.shape)
+    return buffer
+
+
+def _targets(config: PPOConfig, buffer: RolloutBuffer) -> tuple[np.ndarray, np.ndarray]:
+    """Advantages and the value targets in reward units."""
+    normalizer = ValueNormalizer()
+    targets = rollout_targets(config, buffer, normalizer)
+    returns = normalizer.denormalize(targets.returns) if config.value_norm else targets.returns
+    return targets.advantages, returns
+
+
+@pytest.mark.parametrize("cls", [MAPPOConfig, IPPOConfig], ids=["mappo", "ippo"])
+@pytest.mark.parametrize("advantage_norm", [True, False])
+def test_each_agent_learns_from_its_own_reward(cls: type[PPOConfig], advantage_norm: bool) -> None:
+    """The adversaries' rewards changed (scaled and shifted, as a winning side's would be): the
+    agent's advantages and value targets stay as they were; the adversaries' move."""
+    config = _config(cls, advantage_norm=advantage_norm)
+    buffer = _rollout(config)
+    advantages, returns = _targets(config, buffer)
+    changed = _rollout(config)
+    changed.rewards[..., ADVERSARIES] = 5.0 * changed.rewards[..., ADVERSARIES] + 10.0
+    advantages_changed, returns_changed = _targets(config, changed)
+    live = buffer.agent_mask[..., AGENT] > 0.5
+    np.testing.assert_allclose(
+        advantages_changed[..., AGENT][live], advantages[..., AGENT][live], rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(returns_changed[..., AGENT], returns[..., AGENT], rtol=1e-4)
+    assert not np.allclose(returns_changed[..., ADVERSARIES], returns[..., ADVERSARIES])
+
+
+def test_advantages_are_standardised_within_each_team() -> None:
+    config = _config(MAPPOConfig)
+    buffer = _rollout(config)
+    buffer.rewards[..., ADVERSARIES] += 10.0  # one side far ahead of the other
+    advantages, _ = _targets(config, buffer)
+    for members in (ADVERSARIES, [AGENT]):
+        live = buffer.agent_mask[..., members] > 0.5
+        kept = advantages[..., members][live]
+        assert kept.mean() == pytest.approx(0.0, abs=1e-5)
+        assert kept.std() == pytest.approx(1.0, abs=1e-3)
+
+
+MAPPO_BACKENDS = [b for a, b in built_pairs() if a == Algorithm.MAPPO]
+
+
+@pytest.mark.parametrize("backend", MAPPO_BACKENDS, ids=str)
+def test_mappos_critic_values_the_global_state_and_the_agents_own_id(backend: Backend) -> None:
+    """Each agent's value depends on the global state and its id, never on the observations;
+    with shared parameters agents of one state still get their own values (their ids)."""
+    config = _config(MAPPOConfig, value_norm=False)
+    learner = entry(Algorithm.MAPPO).learner_class(backend)(config, _tag_info(), "cpu", 0)
+    buffer = _rollout(config)
+    learner._value_pass(buffer)
+    values = buffer.values.copy()
+    observations_changed = _rollout(config)
+    for name in ("obs", "final_obs", "last_obs"):
+        array = getattr(observations_changed, name)
+        array += 1.0
+    learner._value_pass(observations_changed)
+    np.testing.assert_allclose(observations_changed.values, values, rtol=1e-6, atol=1e-7)
+    state_changed = _rollout(config)
+    state_changed.state += 1.0
+    learner._value_pass(state_changed)
+    assert not np.allclose(state_changed.values, values)
+    assert not np.allclose(values[..., 0], values[..., AGENT])
+    assert not np.allclose(values[..., 0], values[..., 1])
