@@ -2,10 +2,13 @@
 // stops its timers and streams when the page is left.
 //   #/            runs table          #/runs/<id>   one run
 //   #/compare     compare runs        #/new         new run form
+//   #/matches     matches table       #/matches/<id>  one match     #/matches/new  start a match
 // Signed out, every route shows the sign-in page; `#login=<token>` (the URL `marlforge up` prints)
 // signs in with a one-time token and is then taken out of the address bar.
 
 import * as compare from "./compare.js";
+import * as newMatch from "./match_new.js";
+import * as matches from "./matches.js";
 import * as newRun from "./new.js";
 import * as run from "./run.js";
 import * as runs from "./runs.js";
@@ -21,8 +24,12 @@ let generation = 0;
 function page(path) {
   const match = path.match(/^\/runs\/([0-9A-Z]{26})$/);
   if (match) return { nav: "runs", title: "Run", mount: (r, p) => run.mount(r, p, match[1]) };
+  const matchId = path.match(/^\/matches\/([0-9A-Z]{26})$/);
+  if (matchId) return { nav: "matches", title: "Match", mount: (r, p) => matches.mountMatch(r, p, matchId[1]) };
+  if (path === "/matches") return { nav: "matches", title: "Matches", mount: matches.mountList };
+  if (path === "/matches/new") return { nav: "matches", title: "Start a match", mount: newMatch.mount, writes: true };
   if (path === "/compare") return { nav: "compare", title: "Compare", mount: compare.mount };
-  if (path === "/new") return { nav: "new", title: "New run", mount: newRun.mount };
+  if (path === "/new") return { nav: "new", title: "New run", mount: newRun.mount, writes: true };
   if (path === "/" || path === "") return { nav: "runs", title: "Runs", mount: runs.mount };
   return null;
 }
@@ -41,8 +48,8 @@ async function show() {
   const { path, params } = route();
   const target = page(path);
   document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("active", target && a.dataset.nav === target.nav));
-  if (target && target.nav === "new" && !canWrite()) {
-    fill(root, h("div", { class: "card" }, `Your key is a ${me.key.role} key: it can read runs but not start them. `,
+  if (target && target.writes && !canWrite()) {
+    fill(root, h("div", { class: "card" }, `Your key is a ${me.key.role} key: it can read runs and matches but not start them. `,
       h("a", { href: "#/" }, "Back to the runs.")));
     return;
   }

@@ -1,12 +1,13 @@
 // One run: live charts fed by its event stream, status timeline, checkpoints with downloads and
-// replays, logs, the full spec, cancel and resume.
+// replays, logs, the full spec, cancel and resume; on a scenario with several teams, a link that
+// starts a match with this run's policy.
 //
 // The charts start from the downsampled series (GET /v1/metrics), whose `event_cursors` say where
 // the stream must start so that no point is missed; the stream then appends every new point.
 
 import { LineChart } from "./chart.js";
 import { canWrite } from "./session.js";
-import { ApiError, TERMINAL, api, badge, bytes, envName, fill, h, num, progressBar, when } from "./util.js";
+import { ApiError, TERMINAL, api, badge, bytes, competitiveScenarios, envName, fill, h, num, progressBar, when } from "./util.js";
 
 // A return over every agent, or one team's (`train/episode_return/adversary`: one line per team on
 // a scenario with several teams).
@@ -35,6 +36,9 @@ export async function mount(root, params, id) {
     fill(root, h("div", { class: "card errors" }, e instanceof ApiError && e.status === 404 ? `No run ${id}.` : e.message));
     return () => {};
   }
+  // A run of a competitive scenario can play a match: offered to keys that may start one.
+  const catalogue = canWrite() ? await api("/v1/algorithms").catch(() => []) : [];
+  const competitive = competitiveScenarios(catalogue).has(run.spec.env.id);
   const charts = new Map(CHARTS.map((c) => [c.id, new LineChart({ title: c.title, id: c.id })]));
   const header = h("div", { class: "card" });
   const failure = h("div");
@@ -63,6 +67,7 @@ export async function mount(root, params, id) {
         h("div", {}, h("h1", {}, run.name, " ", badge(run.status)),
           h("div", { class: "muted small" }, `${run.id}`)),
         h("div", { class: "row" },
+          competitive && h("a", { class: "button", href: `#/matches/new?run=${run.id}`, "data-action": "start-match" }, "Start a match"),
           canCancel && h("button", { class: "danger", "data-action": "cancel", onclick: () => act("cancel") }, "Cancel"),
           canResume && h("button", { class: "primary", "data-action": "resume", onclick: () => act("resume") }, "Resume"))),
       h("div", { class: "facts" },
