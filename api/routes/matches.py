@@ -20,7 +20,8 @@ from core.enums import MatchStatus
 from core.ids import ID_PATTERN, is_id
 from core.models import Match
 from core.repositories.matches import MatchRepository
-from learners.enums import Backend
+from learners.enums import Backend, EnvSuite
+from learners.envs.catalogue import scenario_teams
 from learners.spec import SpecError
 
 router = project_router("/v1/matches", ["matches"])
@@ -79,17 +80,22 @@ class MatchOut(BaseModel):
 
     @classmethod
     def of(cls, row: Match) -> MatchOut:
+        # JSONB keeps no key order: give the teams in the scenario's agent order.
+        order = {team: i for i, team in enumerate(scenario_teams(EnvSuite.MPE, row.env["id"]))}
+        result = dict(row.result) if row.result else None
+        if result is not None:
+            result["teams"] = _ordered(result["teams"], order)
         return cls(
             id=row.id,
             name=row.name,
             env=row.env,
-            teams=row.teams,
+            teams=_ordered(row.teams, order),
             episodes=row.episodes,
             seed=row.seed,
             backend=row.backend,
             status=row.status,
             status_reason=row.status_reason,
-            result=MatchResultOut.model_validate(row.result) if row.result else None,
+            result=MatchResultOut.model_validate(result) if result else None,
             replay_url=f"/v1/matches/{row.id}/replay.gif" if row.replay_path else None,
             worker_id=row.worker_id,
             created_by_key_id=row.created_by_key_id,
@@ -97,6 +103,10 @@ class MatchOut(BaseModel):
             started_at=row.started_at,
             finished_at=row.finished_at,
         )
+
+
+def _ordered(teams: dict[str, Any], order: dict[str, int]) -> dict[str, Any]:
+    return dict(sorted(teams.items(), key=lambda item: order.get(item[0], len(order))))
 
 
 class MatchPage(BaseModel):

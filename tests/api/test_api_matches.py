@@ -93,6 +93,7 @@ def test_a_match_is_stored_queued_and_sent_to_its_backends_queue(
         "sha256": "ab" * 32,
     }
     assert body["teams"]["agent"] == "random"
+    assert list(body["teams"]) == ["adversary", "agent"]  # the scenario's order
     assert body["name"] == "maddpg@400 vs random"
     assert (body["episodes"], body["seed"], body["backend"]) == (20, 7, "torch")
     sent = queued_messages()[before:]
@@ -266,6 +267,7 @@ def test_a_played_match_shows_its_result_and_serves_its_replay(
 
     assert body["status"] == "succeeded" and body["worker_id"] == "w-1"
     assert body["result"] == result
+    assert list(body["result"]["teams"]) == ["adversary", "agent"]
     assert body["finished_at"] is not None and body["started_at"] is not None
     assert replay.status_code == 200 and replay.content == gif
     assert replay.headers["content-type"] == "image/gif"
