@@ -63,10 +63,12 @@ def cmd_migrate(settings: Settings, revision: str) -> int:
 def cmd_api(settings: Settings, host: str, port: int) -> int:
     """Serve the API in this process until SIGINT/SIGTERM, and reap lapsed leases beside it
     (``core.leases``: a run whose worker was lost is restarted from its latest checkpoint) and
-    compact the runs whose retention has passed (``core.retention``)."""
+    compact the runs whose retention has passed (``core.retention``) and forget idempotency keys
+    older than a day (``core.idempotency``)."""
     import uvicorn
 
     from core.db import make_engine, make_session_factory
+    from core.idempotency import Purger
     from core.leases import Reaper
     from core.queue import CeleryDispatcher
     from core.retention import Compactor
@@ -79,6 +81,7 @@ def cmd_api(settings: Settings, host: str, port: int) -> int:
         settings.reaper_interval_s,
     ).start()
     compactor = Compactor(make_session_factory(engine), settings).start()
+    purger = Purger(make_session_factory(engine)).start()
     try:
         uvicorn.run(
             "api.app:create_app",
@@ -92,6 +95,7 @@ def cmd_api(settings: Settings, host: str, port: int) -> int:
             timeout_graceful_shutdown=10,
         )
     finally:
+        purger.stop()
         compactor.stop()
         reaper.stop()
         engine.dispose()

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
+from core import idempotency
 from core.db import utcnow
 from core.enums import RESUMABLE_STATUSES, ExperimentStatus
 from core.errors import BrokerUnavailable, Conflict, NotFound
@@ -49,8 +50,14 @@ def submit(
     spec: ExperimentSpec,
     project_id: str,
     actor: Actor | None = None,
+    claim: idempotency.Claim | None = None,
 ) -> Experiment:
-    """Store a validated spec as a queued experiment of the project, then queue its run."""
+    """Store a validated spec as a queued experiment of the project, then queue its run.
+
+    With a ``claim`` the request's idempotency key is tied to the experiment in the same
+    transaction; ``idempotency.KeyTaken`` (nothing stored or queued) when a concurrent request
+    took the key first.
+    """
     now = utcnow()
     experiment = Experiment(
         id=new_id(),
@@ -74,9 +81,31 @@ def submit(
     EventRepository(session).add_transition(
         experiment.id, None, S.QUEUED, reason, actor.key_id if actor is not None else None
     )
+    if claim is not None:
+        idempotency.record(session, project_id, claim, experiment.id)
     session.commit()
     dispatch(session, dispatcher, experiment)
     return experiment
+
+
+def submit_once(
+    session: Session,
+    dispatcher: Dispatcher,
+    spec: ExperimentSpec,
+    project_id: str,
+    actor: Actor | None,
+    claim: idempotency.Claim,
+) -> tuple[Experiment, bool]:
+    """``submit`` under an idempotency key that ``idempotency.lookup`` found new: the experiment
+    and True, or, when a concurrent request with the key won the race, its experiment and False
+    (IdempotencyConflict when that request's body differed)."""
+    try:
+        return submit(session, dispatcher, spec, project_id, actor, claim), True
+    except idempotency.KeyTaken:
+        existing = idempotency.lookup(session, project_id, claim)
+        if existing is None:  # the winner's key was purged in between: vanishingly rare
+            raise Conflict(f"the {idempotency.HEADER} {claim.key!r} is in use; retry") from None
+        return get(session, existing), False
 
 
 def queue_position(session: Session, experiment: Experiment) -> int | None:

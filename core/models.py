@@ -10,6 +10,8 @@
 - ``status_transitions``: every status change with its time and reason (the status timeline).
 - ``matches``: one team's policy against another's in a competitive scenario (``core.matches``):
   the checkpoints (or random play) of each team, the number of episodes, and the result.
+- ``idempotency_keys``: each ``Idempotency-Key`` a project sent with a create request, the hash of
+  its body and the resource it created (``core.idempotency``), kept at least a day.
 - ``experiment_events``: a global, monotonic log of what happened to each experiment (status,
   progress, metrics batches, checkpoints, log lines), written in the same transaction as the change
   it describes, so a reader that follows ids never misses or sees a change twice.
@@ -247,3 +249,22 @@ class Match(Base):
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
     started_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
     finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
+
+
+class IdempotencyKey(Base):
+    """An ``Idempotency-Key`` of a project: which create request (``scope``, the body's hash) it
+    came with and the id of the resource that request created (``core.idempotency``)."""
+
+    __tablename__ = "idempotency_keys"
+    __table_args__ = (Index("ix_idempotency_keys_created_at", "created_at"),)
+
+    project_id: Mapped[str] = mapped_column(
+        String(26), ForeignKey("projects.id", ondelete="CASCADE"), primary_key=True
+    )
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    scope: Mapped[str] = mapped_column(String(32))
+    """What the key created: ``experiments`` (later ``sweeps``)."""
+    request_hash: Mapped[str] = mapped_column(String(64))
+    """The sha256 of the body as canonical JSON (sorted keys, no spaces)."""
+    resource_id: Mapped[str] = mapped_column(String(26))
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())

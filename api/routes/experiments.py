@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Depends, Query, Response
+from fastapi import Depends, Header, Query, Response
 from sqlalchemy.orm import Session
 
 from api.auth import ExperimentId, PrincipalDep, project_router
@@ -12,6 +12,7 @@ from api.deps import ServicesDep, SessionDep, json_body
 from api.errors import ApiError, FieldProblem, error_responses
 from api.schemas import ExperimentOut, ExperimentPage
 from core import experiments as service
+from core import idempotency
 from core.auth import Principal
 from core.enums import ExperimentStatus
 from core.ids import ID_PATTERN, is_id
@@ -37,8 +38,13 @@ SPEC_SCHEMA_NAME = "ExperimentSpecInput"
     "above the per-run budget is refused with 422 naming each field; nothing is stored then. A "
     "project with `MARLFORGE_PROJECT_MAX_ACTIVE_RUNS` runs queued or running, or that submitted "
     "`MARLFORGE_PROJECT_SUBMISSIONS_PER_MINUTE` in the last minute, gets a 429 (with "
-    "`Retry-After` for the rate).",
-    responses=error_responses(400, 413, 415, 422, 429, 503),
+    "`Retry-After` for the rate).\n\n"
+    "With an `Idempotency-Key` header (1 to 200 printable ASCII characters, e.g. a UUID) a retry "
+    "is safe: a later request of the project with the same key and the same body (compared as "
+    "canonical JSON) is answered 201 with the experiment the first one created, as it is now, "
+    "and `Idempotent-Replayed: true`; nothing is stored or queued again. The same key with a "
+    "different body is a 409 `idempotency_conflict`. Keys are kept at least 24 hours.",
+    responses=error_responses(400, 409, 413, 415, 422, 429, 503),
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -54,7 +60,25 @@ def create_experiment(
     services: ServicesDep,
     principal: PrincipalDep,
     response: Response,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="idempotency-key",
+            json_schema_extra={
+                "minLength": 1,
+                "maxLength": idempotency.MAX_KEY_LENGTH,
+                "pattern": idempotency.KEY_PATTERN,
+            },
+            description="Makes a retry safe: the same key and body return the first request's "
+            "experiment (1 to 200 printable ASCII characters).",
+        ),
+    ] = None,
 ) -> ExperimentOut:
+    claim = _claim(idempotency_key, body)
+    if claim is not None:
+        existing = idempotency.lookup(session, principal.project_id, claim)
+        if existing is not None:
+            return _created(session, service.get(session, existing), response, replayed=True)
     try:
         spec = parse_spec(body)
         check_spec_bounds(spec, services.settings)
@@ -62,10 +86,35 @@ def create_experiment(
         fields = [FieldProblem(field=e.field, reason=e.reason) for e in exc.errors]
         raise ApiError(422, "invalid_spec", f"the spec is invalid: {exc}", fields) from None
     check_project_limits(session, principal.project_id, services.settings)
-    experiment = service.submit(
-        session, services.dispatcher, spec, principal.project_id, actor_of(principal)
+    actor = actor_of(principal)
+    if claim is None:
+        experiment = service.submit(session, services.dispatcher, spec, principal.project_id, actor)
+        return _created(session, experiment, response, replayed=False)
+    experiment, created = service.submit_once(
+        session, services.dispatcher, spec, principal.project_id, actor, claim
     )
+    return _created(session, experiment, response, replayed=not created)
+
+
+def _claim(header: str | None, body: Any) -> idempotency.Claim | None:
+    """The request's idempotency claim, None without the header; 400 naming a bad header."""
+    if header is None:
+        return None
+    problem = idempotency.key_problem(header)
+    if problem is not None:
+        name = idempotency.HEADER
+        raise ApiError(
+            400, "invalid_header", f"{name}: {problem}", [FieldProblem(field=name, reason=problem)]
+        )
+    return idempotency.claim_of(header, "experiments", body)
+
+
+def _created(
+    session: Session, experiment: Experiment, response: Response, replayed: bool
+) -> ExperimentOut:
     response.headers["location"] = f"/v1/experiments/{experiment.id}"
+    if replayed:
+        response.headers["idempotent-replayed"] = "true"
     return one(session, experiment)
 
 

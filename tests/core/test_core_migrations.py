@@ -22,6 +22,7 @@ TABLES = {
     "status_transitions",
     "experiment_events",
     "matches",
+    "idempotency_keys",
     "alembic_version",
 }
 
