@@ -122,8 +122,14 @@ def _ddpg_plan(cfg: DDPGConfig, shape: EnvShape) -> Plan:
     ids = n if maddpg and shared else 0
     actor_in = d + ids
     critic_in = n * (d + a) + ids if maddpg else d + a
-    copies = 1 if shared else n
-    params = copies * (mlp_params(actor_in, h, a) + mlp_params(critic_in, h, 1))
+    if maddpg and shared and len(shape.team_sizes) > 1:
+        # One actor and one critic per team, its agents told apart by ids within the team.
+        params = sum(
+            mlp_params(d + k, h, a) + mlp_params(n * (d + a) + k, h, 1) for k in shape.team_sizes
+        )
+    else:
+        copies = 1 if shared else n
+        params = copies * (mlp_params(actor_in, h, a) + mlp_params(critic_in, h, 1))
     row = replay_row_bytes(shape, with_state=False)
     # Actor on s (live) and s' (target); critic on (s, a), (s', a') and (s, mu(s)), each on
     # every agent's row (MADDPG's critic input is the joint one, copied per agent).

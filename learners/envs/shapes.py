@@ -19,6 +19,7 @@ from typing import Any
 
 from learners.enums import EnvSuite
 from learners.envs.base import EnvInfo
+from learners.envs.teams import team_indices
 
 
 @dataclass(frozen=True)
@@ -34,12 +35,16 @@ class EnvShape:
     discrete: bool
     max_episode_steps: int
     """The time limit: what an episode buffer pads every episode to."""
+    team_sizes: tuple[int, ...] = ()
+    """Agents per team, teams in the order their first agent appears; empty: one team of all
+    (networks shared within a team are sized by it)."""
 
     @classmethod
     def from_info(cls, info: EnvInfo) -> EnvShape:
         """The shape of a built env."""
         if info.max_episode_steps is None:
             raise ValueError("every catalogued env has a time limit")
+        teams = tuple(len(team) for team in team_indices(info.teams))
         return cls(
             num_agents=info.num_agents,
             obs_dim=info.obs_dim,
@@ -47,6 +52,7 @@ class EnvShape:
             action_dim=info.action_dim,
             discrete=info.action_kind == "discrete",
             max_episode_steps=info.max_episode_steps,
+            team_sizes=teams if len(teams) > 1 else (),
         )
 
 
