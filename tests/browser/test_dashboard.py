@@ -117,12 +117,28 @@ def test_a_run_from_the_form_trains_live_and_appears_in_the_table(page: Page, se
     )
     assert page.tab.locator("#checkpoints tr[data-checkpoint]").count() >= 1
     page.screenshot("run-finished")
+    # A finished run's progress bar fills its card's width, not a third of it.
+    bar = page.tab.locator(".card [role=progressbar]").first
+    card = page.tab.locator(".card", has=page.tab.locator("[role=progressbar]")).first
+    bar_box, card_box = bar.bounding_box(), card.bounding_box()
+    fill_box = bar.locator("span").bounding_box()
+    assert bar_box is not None and card_box is not None and fill_box is not None
+    assert bar_box["width"] > 0.85 * card_box["width"], (bar_box, card_box)
+    assert abs(fill_box["width"] - bar_box["width"]) < 1.5
+    # The y axis ends on a labelled tick: the chart's top edge (where the eval line sits) has one.
+    top = page.tab.locator("[data-chart=return] svg .axis text").evaluate_all(
+        "labels => Math.min(...labels.map((t) => Number(t.getAttribute('y'))))"
+    )
+    assert top <= 16, top
 
     page.open("#/")
     row = page.tab.locator(f"tr[data-run='{run_id}']")
     row.wait_for()
     assert row.locator(".badge").inner_text() == "succeeded"
     assert row.locator("[data-col=return]").inner_text() != "–"
+    # What a user compares runs by: the evaluation's return, not training's.
+    assert row.locator("[data-col=return]").get_attribute("title") == "evaluation return"
+    assert page.tab.locator("thead").get_by_text("Eval return").count() == 1
     page.screenshot("runs-table")
 
 

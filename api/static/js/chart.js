@@ -9,6 +9,7 @@ export const PALETTE = ["#2f6fde", "#e4572e", "#17a398", "#f3a712", "#8e44ad", "
                         "#d81b60", "#2e7d32"];
 const MARGIN = { left: 56, right: 14, top: 10, bottom: 26 };
 const MAX_LIVE_POINTS = 5000;
+const Y_TICKS = 5;
 
 function svg(tag, attrs = {}) {
   const el = document.createElementNS(SVG, tag);
@@ -16,13 +17,18 @@ function svg(tag, attrs = {}) {
   return el;
 }
 
-/** About `count` round tick values covering [lo, hi]. */
-export function ticks(lo, hi, count = 5) {
-  if (!(hi > lo)) return [lo];
+/** A round step that cuts [lo, hi] into about `count` parts. */
+function tickStep(lo, hi, count) {
   const raw = (hi - lo) / count;
   const magnitude = 10 ** Math.floor(Math.log10(raw));
   const norm = raw / magnitude;
-  const step = (norm < 1.5 ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10) * magnitude;
+  return (norm < 1.5 ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10) * magnitude;
+}
+
+/** About `count` round tick values covering [lo, hi]. */
+export function ticks(lo, hi, count = 5) {
+  if (!(hi > lo)) return [lo];
+  const step = tickStep(lo, hi, count);
   const out = [];
   for (let t = Math.ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) out.push(+t.toPrecision(12));
   return out;
@@ -122,7 +128,10 @@ export class LineChart {
     if (x0 === Infinity) return null;
     if (x1 === x0) { x0 -= 1; x1 += 1; }
     const pad = (y1 - y0) * 0.05 || Math.abs(y0) * 0.05 || 1;
-    return { x0, x1, y0: y0 - pad, y1: y1 + pad };
+    // The y range ends on round ticks, so the top and the bottom of the chart carry a label
+    // (the eval line near the top is read against one).
+    const step = tickStep(y0 - pad, y1 + pad, Y_TICKS);
+    return { x0, x1, y0: Math.floor((y0 - pad) / step) * step, y1: Math.ceil((y1 + pad) / step) * step };
   }
 
   render() {
@@ -150,7 +159,7 @@ export class LineChart {
   axes(d, sx, sy, width, height) {
     const grid = svg("g", { class: "grid" });
     const axis = svg("g", { class: "axis" });
-    for (const t of ticks(d.y0, d.y1, 5)) {
+    for (const t of ticks(d.y0, d.y1, Y_TICKS)) {
       grid.append(svg("line", { x1: MARGIN.left, x2: width - MARGIN.right, y1: sy(t), y2: sy(t) }));
       const label = svg("text", { x: MARGIN.left - 6, y: sy(t) + 4, "text-anchor": "end" });
       label.textContent = num(t);

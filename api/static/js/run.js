@@ -141,11 +141,21 @@ export async function mount(root, params, id) {
     logs.scrollTop = logs.scrollHeight;
   }
 
+  // An off-policy run's first `learning_starts` steps take random actions and learn nothing:
+  // their steps/s (many times the real speed) would flatten the chart into its axis.
+  const warmup = run.spec.hyperparameters?.learning_starts ?? 0;
+  function dropWarmup(series) {
+    const keep = series.steps.map((step) => step > warmup);
+    series.steps = series.steps.filter((_, i) => keep[i]);
+    series.values = series.values.filter((_, i) => keep[i]);
+  }
+
   async function loadSeries() {
     const body = await api(`/v1/metrics?experiment_ids=${id}&max_points=500`);
     const grouped = new Map();
     for (const s of body.series) {
       const chart = chartFor(s.name);
+      if (chart === "sps") dropWarmup(s);
       if (!grouped.has(chart)) grouped.set(chart, []);
       grouped.get(chart).push({ key: s.name, label: s.name, steps: s.steps, values: s.values });
     }
@@ -176,7 +186,11 @@ export async function mount(root, params, id) {
       handle(JSON.parse(e.data));
     });
     on("metrics", (data) => {
-      for (const p of data.points) charts.get(chartFor(p.name)).add(p.name, p.name, p.step, p.value);
+      for (const p of data.points) {
+        const chart = chartFor(p.name);
+        if (chart === "sps" && p.step <= warmup) continue;
+        charts.get(chart).add(p.name, p.name, p.step, p.value);
+      }
       placeCharts();
     });
     on("progress", (data) => {

@@ -12,7 +12,10 @@ function latest(run, name) {
 }
 
 function row(run, selected, onSelect) {
-  const ret = latest(run, "train/episode_return") ?? latest(run, "eval/episode_return");
+  // The greedy policy's evaluation is what a user compares runs by; training's return (with
+  // exploration) only until the first evaluation.
+  const evaluated = latest(run, "eval/episode_return");
+  const ret = evaluated ?? latest(run, "train/episode_return");
   return h("tr", { "data-run": run.id, "data-status": run.status, "data-step": run.progress.step },
     h("td", {}, h("input", { type: "checkbox", "aria-label": `select ${run.name}`,
                              checked: selected.has(run.id),
@@ -24,7 +27,7 @@ function row(run, selected, onSelect) {
     h("td", {}, badge(run.status)),
     h("td", {}, progressBar(run.progress.fraction), " ",
       h("span", { class: "small muted" }, `${Math.round(run.progress.fraction * 100)}%`)),
-    h("td", { class: "num", "data-col": "return" }, num(ret)),
+    h("td", { class: "num", "data-col": "return", title: evaluated === null ? "training return (no evaluation yet)" : "evaluation return" }, num(ret)),
     h("td", { class: "num hide-narrow" }, num(latest(run, "perf/steps_per_second"))),
     h("td", { class: "num hide-narrow", title: run.created_at }, age(run.created_at)));
 }
@@ -65,7 +68,7 @@ export async function mount(root) {
     h("div", { class: "card table-wrap" },
       h("table", { id: "runs" },
         h("thead", {}, h("tr", {}, ["", "Name", "Algorithm", "Backend", "Environment", "Status",
-          "Progress", "Latest return", "Steps/s", "Age"].map((t, i) =>
+          "Progress", "Eval return", "Steps/s", "Age"].map((t, i) =>
             h("th", { class: i >= 8 ? "hide-narrow" : null }, t)))),
         body)));
 
