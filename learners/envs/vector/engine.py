@@ -1,0 +1,136 @@
+"""``VectorMPE``: E copies of one MPE scenario stepped as arrays, equal to mpe2 step for step.
+
+The engine speaks mpe2's own action spaces (``Discrete(5)``, or ``Box(0, 1, (5,))`` clipped as
+mpe2's wrapper clips), and returns what mpe2's parallel API returns after each step, as arrays:
+observations (padded to the widest agent), each agent's reward, and per-copy termination and
+truncation (an episode ends for every agent at once). It does not reset ended copies by itself:
+``reset(mask)`` starts new episodes where the caller says, so the caller still sees each ended
+episode's last observation. ``get_state``/``set_state`` expose the whole world, so tests can start
+it from an mpe2 env's state. tests/learners/envs/test_vector_mpe.py holds it equal to mpe2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from learners.envs.vector.scenarios import F32, Scenario, SimpleSpread
+from learners.envs.vector.world import (
+    F64,
+    MOVE_ACTIONS,
+    BoolArray,
+    WorldState,
+    step_world,
+)
+
+SCENARIOS: dict[str, Callable[..., Scenario]] = {
+    "simple_spread_v3": SimpleSpread,
+}
+# Constructor arguments of mpe2 that change nothing the engine computes (drawing, info dicts).
+IGNORED_KWARGS = frozenset({"dynamic_rescaling", "benchmark_data", "render_mode"})
+
+
+def build_scenario(env_id: str, kwargs: dict[str, Any]) -> tuple[Scenario, int, bool]:
+    """The scenario ``env_id`` with mpe2 constructor ``kwargs``, its ``max_cycles`` and whether
+    its actions are continuous. Ids and kwargs the engine does not model raise ``ValueError``."""
+    if env_id not in SCENARIOS:
+        raise ValueError(f"the vector engine has no {env_id!r} (it has: {', '.join(SCENARIOS)})")
+    rest = {k: v for k, v in kwargs.items() if k not in IGNORED_KWARGS}
+    max_cycles = int(rest.pop("max_cycles", 25))
+    continuous = bool(rest.pop("continuous_actions", False))
+    for name in ("num_agent_neighbors", "num_landmark_neighbors"):
+        if rest.pop(name, None) is not None:
+            raise ValueError(f"the vector engine does not model partial observability ({name})")
+    try:
+        scenario = SCENARIOS[env_id](**rest)
+    except TypeError as error:
+        raise ValueError(f"{env_id}: {error}") from None
+    return scenario, max_cycles, continuous
+
+
+class VectorMPE:
+    """``num_envs`` copies of ``env_id`` (an mpe2 module name) built with mpe2's ``kwargs``."""
+
+    def __init__(self, env_id: str, kwargs: dict[str, Any], num_envs: int, seed: int) -> None:
+        self.scenario, self.max_cycles, self.continuous = build_scenario(env_id, kwargs)
+        self.num_envs = num_envs
+        self.agent_ids = self.scenario.agent_ids
+        self.num_agents = len(self.agent_ids)
+        self.obs_dims = self.scenario.obs_dims
+        self.obs_dim = max(self.obs_dims)
+        self.state_dim = sum(self.obs_dims)
+        self.action_dim = MOVE_ACTIONS
+        self._rng = np.random.default_rng(seed)
+        bodies = self.scenario.bodies
+        self._state = WorldState(
+            agent_pos=np.zeros((num_envs, bodies.num_agents, 2)),
+            agent_vel=np.zeros((num_envs, bodies.num_agents, 2)),
+            landmark_pos=np.zeros((num_envs, bodies.num_landmarks, 2)),
+            goal=np.zeros(num_envs, np.int64),
+            steps=np.zeros(num_envs, np.int64),
+        )
+        self._obs = np.zeros((num_envs, self.num_agents, self.obs_dim), np.float32)
+        # state() gathers each agent's real features out of the padded observations.
+        self._state_index = np.concatenate(
+            [j * self.obs_dim + np.arange(dim) for j, dim in enumerate(self.obs_dims)]
+        )
+
+    def reset(self, mask: BoolArray | None = None) -> F32:
+        """Start new episodes in the copies ``mask`` selects (all by default); returns every copy's
+        observation (E, A, obs_dim). Draws as mpe2's ``reset_world`` does: the goal landmark, then
+        agents uniform in [-1, 1]^2, landmarks in the scenario's range, all at rest."""
+        index = np.arange(self.num_envs) if mask is None else np.flatnonzero(mask)
+        count, state, bodies = len(index), self._state, self.scenario.bodies
+        if self.scenario.draws_goal:
+            state.goal[index] = self._rng.integers(bodies.num_landmarks, size=count)
+        state.agent_pos[index] = self._rng.uniform(-1, 1, (count, bodies.num_agents, 2))
+        state.agent_vel[index] = 0.0
+        limit = self.scenario.landmark_range
+        state.landmark_pos[index] = self._rng.uniform(
+            -limit, limit, (count, bodies.num_landmarks, 2)
+        )
+        state.steps[index] = 0
+        return self.observe()
+
+    def step(self, actions: NDArray[np.generic]) -> tuple[F32, F64, BoolArray, BoolArray]:
+        """Act in every copy: ``actions`` (E, A) integers in [0, 5) or (E, A, 5) in [0, 1].
+
+        Returns observations (E, A, obs_dim), rewards (E, A), terminated (E,), truncated (E,).
+        A copy past its end keeps stepping until ``reset`` restarts it; the flags say when it ended.
+        The observation array is the engine's own and is overwritten by the next call.
+        """
+        state = self._state
+        step_world(self.scenario.bodies, state, actions, self.continuous)
+        rewards = self.scenario.rewards(state)
+        truncated: BoolArray = state.steps >= self.max_cycles
+        terminated = self.scenario.is_terminal(state) & ~truncated
+        return self.observe(), rewards, terminated, truncated
+
+    def observe(self) -> F32:
+        """(E, A, obs_dim) every agent's observation of the current state."""
+        self.scenario.observe(self._state, self._obs)
+        return self._obs
+
+    def state(self) -> F32:
+        """(E, state_dim) mpe2's ``state()``: every agent's observation, concatenated."""
+        flat = self._obs.reshape(self.num_envs, -1)
+        global_state: F32 = flat[:, self._state_index]
+        return global_state
+
+    def get_state(self) -> WorldState:
+        """A copy of the whole world state."""
+        return self._state.copy()
+
+    def set_state(self, state: WorldState) -> F32:
+        """Replace the world state with a copy of ``state``; returns the observations of it."""
+        expected = self._state
+        for name in ("agent_pos", "agent_vel", "landmark_pos", "goal", "steps"):
+            if getattr(state, name).shape != getattr(expected, name).shape:
+                raise ValueError(f"{name} must have shape {getattr(expected, name).shape}")
+        self._state = state.copy()
+        self._state.goal = self._state.goal.astype(np.int64)
+        self._state.steps = self._state.steps.astype(np.int64)
+        return self.observe()

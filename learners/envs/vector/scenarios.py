@@ -1,0 +1,131 @@
+"""The catalogue's MPE scenarios as array code: bodies, observations, rewards and ends.
+
+Each class mirrors one mpe2 scenario module (``mpe2/<scenario>/<scenario>.py``): the same agent
+order and names, the same observation layout (padded to the widest agent, padding left zero), the
+same rewards, written over the env axis. Loops run only over agent *types* (adversaries, good
+agents), never over agents or copies.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+from numpy.typing import NDArray
+
+from learners.envs.vector.world import F64, I64, Bodies, BoolArray, WorldState, distances
+
+F32 = NDArray[np.float32]
+DIM_C = 2
+
+
+def others_index(num: int) -> I64:
+    """(num, num - 1): for each agent, the other agents' indices in order."""
+    index = np.arange(num)
+    others: I64 = np.stack([np.delete(index, i) for i in range(num)]).reshape(num, num - 1)
+    return others
+
+
+def relative(points: F64, origin: F64) -> F64:
+    """(E, A, K*2): ``points`` (E, K, 2) or (E, A, K, 2) seen from each agent at ``origin``
+    (E, A, 2), flattened per agent."""
+    if points.ndim == 3:
+        points = points[:, None]
+    rel: F64 = points - origin[:, :, None, :]
+    return rel.reshape(rel.shape[0], rel.shape[1], -1)
+
+
+def _bodies(
+    sizes: list[float],
+    accels: list[float],
+    max_speeds: list[float],
+    agents_collide: bool,
+    landmark_sizes: list[float],
+    landmarks_collide: bool,
+) -> Bodies:
+    return Bodies(
+        agent_size=np.array(sizes, np.float64),
+        agent_accel=np.array(accels, np.float64),
+        agent_max_speed=np.array(max_speeds, np.float64),
+        agent_collide=np.full(len(sizes), agents_collide),
+        landmark_size=np.array(landmark_sizes, np.float64),
+        landmark_collide=np.full(len(landmark_sizes), landmarks_collide),
+    )
+
+
+class Scenario(ABC):
+    """One scenario's fixed description and its per-step functions."""
+
+    agent_ids: tuple[str, ...]
+    bodies: Bodies
+    obs_dims: tuple[int, ...]
+    landmark_range: float = 1.0
+    """Landmarks start uniform in [-landmark_range, landmark_range]^2 (agents in [-1, 1]^2)."""
+    draws_goal: bool = False
+    """Whether reset draws a goal landmark (before the positions, as mpe2 does)."""
+    local_ratio: float | None = None
+
+    @abstractmethod
+    def observe(self, state: WorldState, out: F32) -> None:
+        """Write every agent's observation into ``out`` (E, A, obs_dim); padding stays zero."""
+
+    @abstractmethod
+    def rewards(self, state: WorldState) -> F64:
+        """(E, A) each agent's reward for the step that led to ``state``."""
+
+    def is_terminal(self, state: WorldState) -> BoolArray:
+        """(E,) whether the scenario itself ends the episode (``terminate_on_success``)."""
+        return np.zeros(state.steps.shape, np.bool_)
+
+
+class SimpleSpread(Scenario):
+    """N agents cover N landmarks; shared distance reward, local collision penalty."""
+
+    CAPTURE_RADIUS = 0.1
+
+    def __init__(
+        self,
+        N: int = 3,
+        local_ratio: float = 0.5,
+        curriculum: bool = False,
+        terminate_on_success: bool = False,
+    ) -> None:
+        self.agent_ids = tuple(f"agent_{i}" for i in range(N))
+        self.bodies = _bodies([0.15] * N, [5.0] * N, [np.inf] * N, True, [0.05] * N, False)
+        self.obs_dims = (4 + 2 * N + 2 * (N - 1) + DIM_C * (N - 1),) * N
+        self.local_ratio = local_ratio
+        # Curriculum stage 0 (the only one a run reaches: nothing advances it) has no penalty.
+        self.collision_penalty = not curriculum
+        self.terminate_on_success = terminate_on_success
+        self._others = others_index(N)
+        self._not_self = ~np.eye(N, dtype=np.bool_)
+
+    def observe(self, state: WorldState, out: F32) -> None:
+        n = len(self.agent_ids)
+        out[:, :, 0:2] = state.agent_vel
+        out[:, :, 2:4] = state.agent_pos
+        out[:, :, 4 : 4 + 2 * n] = relative(state.landmark_pos, state.agent_pos)
+        out[:, :, 4 + 2 * n : 2 + 4 * n] = relative(
+            state.agent_pos[:, self._others], state.agent_pos
+        )
+        # The rest is the other agents' communication: silent agents send zeros.
+
+    def rewards(self, state: WorldState) -> F64:
+        to_landmarks = distances(state.agent_pos, state.landmark_pos)
+        global_reward = -to_landmarks.min(axis=1).sum(axis=1)
+        local = np.zeros(state.agent_pos.shape[:2], np.float64)
+        if self.collision_penalty:
+            size = self.bodies.agent_size
+            collide = distances(state.agent_pos, state.agent_pos) < size[:, None] + size[None, :]
+            local = -(collide & self._not_self).sum(axis=2).astype(np.float64)
+        assert self.local_ratio is not None
+        shared = global_reward[:, None] * (1 - self.local_ratio)
+        rewards: F64 = shared + local * self.local_ratio
+        return rewards
+
+    def is_terminal(self, state: WorldState) -> BoolArray:
+        if not self.terminate_on_success:
+            return super().is_terminal(state)
+        covered = distances(state.agent_pos, state.landmark_pos).min(axis=1) < self.CAPTURE_RADIUS
+        done: BoolArray = covered.all(axis=1)
+        return done

@@ -1,0 +1,157 @@
+"""The MPE world as arrays: every copy's bodies in one set of arrays, stepped at once.
+
+The physics is mpe2's ``World.step`` (``mpe2/_mpe_utils/core.py``) written over a leading env axis:
+action forces, soft contact forces between every pair of colliding bodies, then semi-implicit Euler
+with damping and a speed cap. Landmarks never move in the scenarios we serve, so only agents are
+integrated, and a landmark only pushes. The arithmetic keeps mpe2's order of operations (the force
+sum runs over the other bodies in index order, starting from the action force) so the two engines
+agree to rounding, not just in distribution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+F64 = NDArray[np.float64]
+I64 = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+
+DT = 0.1
+DAMPING = 0.25
+CONTACT_FORCE = 1e2
+CONTACT_MARGIN = 1e-3
+# mpe2's discrete actions: no-op, left, right, down, up (``SimpleEnv._set_action``).
+DISCRETE_DIRECTIONS = np.array([[0, 0], [-1, 0], [1, 0], [0, -1], [0, 1]], np.float64)
+MOVE_ACTIONS = 5
+
+
+@dataclass
+class WorldState:
+    """Everything that changes during an episode, for E copies with A agents and L landmarks."""
+
+    agent_pos: F64
+    """(E, A, 2)"""
+    agent_vel: F64
+    """(E, A, 2)"""
+    landmark_pos: F64
+    """(E, L, 2)"""
+    goal: I64
+    """(E,) the index of the goal landmark (simple_adversary, simple_push; 0 elsewhere)."""
+    steps: I64
+    """(E,) steps taken in the current episode."""
+
+    def copy(self) -> WorldState:
+        return replace(
+            self,
+            agent_pos=self.agent_pos.copy(),
+            agent_vel=self.agent_vel.copy(),
+            landmark_pos=self.landmark_pos.copy(),
+            goal=self.goal.copy(),
+            steps=self.steps.copy(),
+        )
+
+
+@dataclass(frozen=True)
+class Bodies:
+    """The fixed properties of a scenario's bodies (mpe2's ``make_world``), agents first."""
+
+    agent_size: F64
+    agent_accel: F64
+    """(A,) mpe2's ``accel``, 5.0 where the scenario leaves it unset."""
+    agent_max_speed: F64
+    """(A,) ``inf`` where the scenario sets no cap."""
+    agent_collide: BoolArray
+    landmark_size: F64
+    landmark_collide: BoolArray
+    # Derived: which agents feel contact forces and from which bodies (agents, then landmarks).
+    colliding_agents: I64 = field(init=False)
+    colliding_bodies: I64 = field(init=False)
+    capped: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        collide = np.concatenate([self.agent_collide, self.landmark_collide])
+        object.__setattr__(self, "colliding_agents", np.flatnonzero(self.agent_collide))
+        object.__setattr__(self, "colliding_bodies", np.flatnonzero(collide))
+        object.__setattr__(self, "capped", bool(np.isfinite(self.agent_max_speed).any()))
+
+    @property
+    def num_agents(self) -> int:
+        return len(self.agent_size)
+
+    @property
+    def num_landmarks(self) -> int:
+        return len(self.landmark_size)
+
+
+def action_force(bodies: Bodies, actions: NDArray[np.generic], continuous: bool) -> F64:
+    """(E, A, 2) the force each agent's action applies: mpe2's ``_set_action`` (times ``accel``).
+
+    Continuous actions are mpe2's own ``Box(0, 1, (5,))`` (clipped to it, as mpe2's wrapper does);
+    the x force is ``a[2] - a[1]`` and the y force ``a[4] - a[3]``, differenced in the actions'
+    own dtype before widening, as mpe2 does.
+    """
+    if continuous:
+        clipped: NDArray[np.floating[Any]] = np.clip(actions, 0, 1)
+        direction = (clipped[..., 2::2] - clipped[..., 1::2]).astype(np.float64)
+    else:
+        direction = DISCRETE_DIRECTIONS[np.asarray(actions, np.int64)]
+    force: F64 = direction * bodies.agent_accel[:, None]
+    return force
+
+
+def contact_forces(bodies: Bodies, state: WorldState, force: F64) -> None:
+    """Add to ``force`` (E, A, 2) the soft contact force on each colliding agent from every other
+    colliding body (mpe2's ``get_collision_force``), summed over bodies in index order."""
+    agents, others = bodies.colliding_agents, bodies.colliding_bodies
+    if len(agents) == 0 or len(others) < 2:
+        return
+    positions = np.concatenate([state.agent_pos, state.landmark_pos], axis=1)[:, others]
+    sizes = np.concatenate([bodies.agent_size, bodies.landmark_size])[others]
+    delta = state.agent_pos[:, agents, None, :] - positions[:, None, :, :]
+    dist = np.sqrt(np.square(delta[..., 0]) + np.square(delta[..., 1]))
+    dist_min = bodies.agent_size[agents, None] + sizes[None, :]
+    penetration = np.logaddexp(0, -(dist - dist_min) / CONTACT_MARGIN) * CONTACT_MARGIN
+    # A body does not push itself: there delta is 0, and a safe divisor keeps the force 0.
+    is_self = agents[:, None] == others[None, :]
+    safe_dist = np.where(is_self, 1.0, dist)
+    pair_force = CONTACT_FORCE * delta / safe_dist[..., None] * penetration[..., None]
+    # Summed over bodies in index order, starting from the action force, as mpe2 accumulates it
+    # (a reduction over a middle axis adds its slices one after another).
+    total = np.concatenate([force[:, agents, None], pair_force], axis=2).sum(axis=2)
+    force[:, agents] = total
+
+
+def integrate(bodies: Bodies, state: WorldState, force: F64) -> None:
+    """One Euler step of every agent (mpe2's ``integrate_state``), in place."""
+    state.agent_pos += state.agent_vel * DT
+    vel = state.agent_vel * (1 - DAMPING)
+    vel += force * DT
+    if bodies.capped:
+        speed = np.sqrt(np.square(vel[..., 0]) + np.square(vel[..., 1]))
+        cap = bodies.agent_max_speed[None, :]
+        over = speed > cap
+        scaled = vel / np.where(over, speed, 1.0)[..., None] * cap[..., None]
+        vel = np.where(over[..., None], scaled, vel)
+    state.agent_vel = vel
+
+
+def step_world(
+    bodies: Bodies, state: WorldState, actions: NDArray[np.generic], continuous: bool
+) -> None:
+    """Advance every copy by one step under ``actions``, in place."""
+    force = action_force(bodies, actions, continuous)
+    contact_forces(bodies, state, force)
+    integrate(bodies, state, force)
+    state.steps += 1
+
+
+def distances(a: F64, b: F64) -> F64:
+    """(..., I, J) Euclidean distances between points ``a`` (..., I, 2) and ``b`` (..., J, 2),
+    computed as mpe2 does (``sqrt(sum(square(a - b)))``)."""
+    delta = a[..., :, None, :] - b[..., None, :, :]
+    dist: F64 = np.sqrt(np.square(delta[..., 0]) + np.square(delta[..., 1]))
+    return dist
