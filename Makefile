@@ -31,10 +31,10 @@ test-fast: install
 	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadgroup -m "not slow"
 
 lint: install
-	$(BIN)/ruff check api core workers learners tests benchmarks
+	$(BIN)/ruff check api core workers learners client tests benchmarks
 
 typecheck: install
-	$(BIN)/mypy api core workers learners
+	$(BIN)/mypy api core workers learners client
 
 ## Debian's Chromium for the dashboard tests (never a downloaded browser build).
 chromium:

@@ -17,6 +17,8 @@
   also does it every ``MARLFORGE_RETENTION_INTERVAL_S``).
 - ``marlforge keys create --project NAME --role ROLE [--name LABEL]``, ``keys list [--project]``,
   ``keys revoke ID``: manage API keys (``create`` prints the new key alone on its last line).
+- ``marlforge login``, ``submit``, ``ls``, ``show``, ``watch``, ``logs``, ``cancel``, ``resume``,
+  ``download``: a researcher's verbs over the REST API (``client.cli``, docs/client.md).
 
 This module is the composition root: it names the API and the worker by import string, so ``core``
 itself never imports ``api`` or ``workers``.
@@ -284,6 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
     migrate = sub.add_parser("migrate", help="upgrade the database schema")
     migrate.add_argument("--revision", default="head", help="target revision (default: head)")
     _add_keys_parser(sub)
+    from client import cli as client_cli  # the REST client, imported only by this command line
+
+    client_cli.add_parsers(sub)
     return parser
 
 
@@ -312,6 +317,10 @@ def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``marlforge`` console script."""
     args = build_parser().parse_args(argv)
+    from client import cli as client_cli
+
+    if args.command in client_cli.VERBS:  # a client of some server: no settings of this host
+        return client_cli.run(args)
     settings = get_settings()
     _configure_logging(settings)
     if args.command == "migrate":

@@ -1,0 +1,7 @@
+"""The MARLForge client: a thin typed layer over the REST API (``client.api.Client``) and the
+``marlforge`` verbs that use it (``client.cli``). It imports nothing of the server (``api``,
+``core``, ``workers``, ``learners``): a researcher's laptop needs only this package and httpx."""
+
+from client.api import ApiError, Client, Event, FieldError
+
+__all__ = ["ApiError", "Client", "Event", "FieldError"]

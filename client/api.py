@@ -1,0 +1,294 @@
+"""``Client``: one method per route of the REST API (docs/api.md), answers as the API's JSON.
+
+Every refusal, from the API (its error body: ``code``, ``message``, ``fields``) or from the way
+there (an unreachable server, a download whose sha256 is wrong), is one exception type,
+``ApiError``, so a script catches one thing and branches on ``status`` and ``code``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from client.sse import SseParser
+
+Json = dict[str, Any]
+JsonList = list[Json]
+
+# Answers the client follows itself: a presigned download URL of the artifact store.
+REDIRECTS = {301, 302, 303, 307, 308}
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One bad field of a request: its dotted path (``hyperparameters.tau``) and why."""
+
+    field: str
+    reason: str
+
+
+@dataclass
+class ApiError(Exception):
+    """A request that did not succeed. ``status`` is the HTTP status (0: no answer at all);
+    ``code`` the API's stable error code (``invalid_spec``, ``not_found``...) or the client's own
+    (``unreachable``, ``checksum_mismatch``, ``bad_response``)."""
+
+    status: int
+    code: str
+    message: str
+    fields: list[FieldError] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.status} {self.code})" if self.status else self.message
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event of a run's stream: ``id`` (None for ``end``), ``kind`` and ``data``."""
+
+    id: int | None
+    kind: str
+    data: Json
+
+
+def _error(response: httpx.Response) -> ApiError:
+    try:
+        body = response.json()["error"]
+        fields = [FieldError(f["field"], f["reason"]) for f in body.get("fields") or []]
+        return ApiError(response.status_code, body["code"], body["message"], fields)
+    except (ValueError, KeyError, TypeError):
+        text = response.text.strip()[:200] or response.reason_phrase
+        message = f"HTTP {response.status_code}: {text}"
+        return ApiError(response.status_code, "bad_response", message)
+
+
+class Client:
+    """A client of one MARLForge API (``url``) as one key (``key``, sent as a Bearer token)."""
+
+    def __init__(
+        self,
+        url: str,
+        key: str,
+        *,
+        timeout: float = 30,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.url,
+            headers={"authorization": f"Bearer {key}", "user-agent": "marlforge-client"},
+            timeout=timeout,
+            transport=transport,
+        )
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connections."""
+        self._http.close()
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"Client({self.url!r})"
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise ApiError(0, "unreachable", f"cannot reach {self.url}: {exc}") from exc
+        if response.status_code >= 400:
+            raise _error(response)
+        return response
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> Json:
+        body: Json = self._request(method, path, **kwargs).json()
+        return body
+
+    def whoami(self) -> Json:
+        """The key's project and role (``GET /v1/whoami``)."""
+        return self._json("GET", "/v1/whoami")
+
+    def submit(self, spec: Json, idempotency_key: str | None = None) -> Json:
+        """Submit a spec; the new (or, with a reused ``idempotency_key``, the first) experiment."""
+        headers = {"idempotency-key": idempotency_key} if idempotency_key is not None else {}
+        return self._json("POST", "/v1/experiments", json=spec, headers=headers)
+
+    def list(
+        self,
+        *,
+        status: str | None = None,
+        algorithm: str | None = None,
+        backend: str | None = None,
+        tag: str | None = None,
+        q: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> Json:
+        """One page of the project's experiments, newest first: ``{"items", "next_after"}``."""
+        filters = {"status": status, "algorithm": algorithm, "backend": backend, "tag": tag}
+        params = {k: v for k, v in {**filters, "q": q, "after": after}.items() if v is not None}
+        return self._json("GET", "/v1/experiments", params={**params, "limit": limit})
+
+    def get(self, experiment_id: str) -> Json:
+        """One experiment."""
+        return self._json("GET", f"/v1/experiments/{experiment_id}")
+
+    def cancel(self, experiment_id: str) -> Json:
+        """Cancel a queued or running experiment."""
+        return self._json("POST", f"/v1/experiments/{experiment_id}/cancel")
+
+    def resume(self, experiment_id: str) -> Json:
+        """Queue a cancelled or failed experiment again, from its latest checkpoint."""
+        return self._json("POST", f"/v1/experiments/{experiment_id}/resume")
+
+    def checkpoints(self, experiment_id: str) -> JsonList:
+        """The kept checkpoints, oldest first (``id``, ``step``, ``size_bytes``, ``sha256``)."""
+        items: JsonList = self._json("GET", f"/v1/experiments/{experiment_id}/checkpoints")["items"]
+        return items
+
+    def event_page(
+        self, experiment_id: str, after: int = 0, kinds: str | None = None, limit: int = 500
+    ) -> Json:
+        """One page of the run's events (``?format=json``): ``items``, ``next_after``, ``more``,
+        ``status``, ``finished``."""
+        params: Json = {"format": "json", "after": after, "limit": limit}
+        if kinds is not None:
+            params["kinds"] = kinds
+        return self._json("GET", f"/v1/experiments/{experiment_id}/events", params=params)
+
+    def logs(self, experiment_id: str) -> JsonList:
+        """Every ``log`` event of the run so far (``level``, ``message``, ``step``, ``at``)."""
+        entries: JsonList = []
+        after = 0
+        while True:
+            page = self.event_page(experiment_id, after, kinds="log", limit=5000)
+            entries.extend(item["data"] for item in page["items"])
+            after = page["next_after"]
+            if not page["more"]:
+                return entries
+
+    def events(
+        self, experiment_id: str, after: int | None = None, kinds: str | None = None
+    ) -> Iterator[Event]:
+        """The run's events over one SSE connection: its history after ``after``, then live,
+        ending with the ``end`` event. A dropped connection raises ``ApiError`` (``unreachable``);
+        ``watch`` reconnects instead."""
+        headers = {"accept": "text/event-stream"}
+        if after is not None:
+            headers["last-event-id"] = str(after)
+        params = {"kinds": kinds} if kinds is not None else {}
+        path = f"/v1/experiments/{experiment_id}/events"
+        parser = SseParser()
+        try:
+            with self._http.stream(
+                "GET", path, headers=headers, params=params, timeout=httpx.Timeout(30, read=60)
+            ) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise _error(response)
+                for raw in parser.events(response.iter_lines()):
+                    event_id = int(raw.id) if raw.id and raw.kind != "end" else None
+                    yield Event(event_id, raw.kind, json.loads("\n".join(raw.data)))
+        except httpx.TransportError as exc:
+            raise ApiError(0, "unreachable", f"the event stream broke: {exc}") from exc
+
+    def watch(
+        self,
+        experiment_id: str,
+        after: int | None = None,
+        kinds: str | None = None,
+        reconnects: int = 30,
+    ) -> Iterator[Event]:
+        """Like ``events``, but a dropped stream is reopened with ``Last-Event-ID`` (the id of the
+        last event seen), so every event arrives once, until ``end``; after ``reconnects`` failed
+        attempts in a row the last error is raised."""
+        failures = 0
+        while True:
+            try:
+                for event in self.events(experiment_id, after, kinds):
+                    failures = 0
+                    if event.id is not None:
+                        after = event.id
+                    yield event
+                    if event.kind == "end":
+                        return
+                return  # the server closed without ``end``: it is shutting down; reconnect
+            except ApiError as exc:
+                failures += 1
+                if exc.status != 0 or failures > reconnects:
+                    raise
+                time.sleep(min(2.0, 0.25 * failures))
+
+    def download(
+        self, experiment_id: str, path: str | os.PathLike[str], checkpoint_id: str | None = None
+    ) -> Json:
+        """Stream a checkpoint (``checkpoint_id``; None or ``latest``: the newest) to ``path`` and
+        check its sha256 against the listing; returns the listing's entry. The file appears only
+        once whole and verified. A presigned redirect of the store is followed without the key."""
+        listing = self.checkpoints(experiment_id)
+        entry = _pick(listing, experiment_id, checkpoint_id)
+        url = f"/v1/experiments/{experiment_id}/checkpoints/{entry['id']}/file"
+        target = Path(path)
+        partial = target.with_name(f".{target.name}.part")
+        try:
+            digest = self._fetch(url, partial)
+            if digest != entry["sha256"]:
+                raise ApiError(
+                    0,
+                    "checksum_mismatch",
+                    f"the download's sha256 {digest} is not the listed {entry['sha256']}",
+                )
+            partial.replace(target)
+        finally:
+            partial.unlink(missing_ok=True)
+        return entry
+
+    def _fetch(self, url: str, partial: Path) -> str:
+        try:
+            with self._http.stream("GET", url) as response:
+                if response.status_code in REDIRECTS:
+                    # The store's presigned URL carries its own authority: our key stays here.
+                    location = response.headers["location"]
+                    with (
+                        httpx.Client(timeout=self._http.timeout) as store,
+                        store.stream("GET", location) as redirected,
+                    ):
+                        return _save(redirected, partial)
+                return _save(response, partial)
+        except httpx.TransportError as exc:
+            raise ApiError(0, "unreachable", f"the download broke: {exc}") from exc
+
+
+def _pick(listing: list[Json], experiment_id: str, checkpoint_id: str | None) -> Json:
+    if not listing:
+        raise ApiError(404, "not_found", f"experiment {experiment_id} has no checkpoint yet")
+    if checkpoint_id in (None, "latest"):
+        return max(listing, key=lambda c: c["step"])
+    for entry in listing:
+        if entry["id"] == checkpoint_id:
+            return entry
+    raise ApiError(404, "not_found", f"no checkpoint {checkpoint_id!r} in {experiment_id}")
+
+
+def _save(response: httpx.Response, partial: Path) -> str:
+    if response.status_code >= 400:
+        response.read()
+        raise _error(response)
+    sha = hashlib.sha256()
+    with partial.open("wb") as out:
+        for chunk in response.iter_bytes(CHUNK):
+            sha.update(chunk)
+            out.write(chunk)
+    return sha.hexdigest()
