@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from learners.envs.vector.competitive import SimpleAdversary, SimplePush, SimpleTag
 from learners.envs.vector.scenarios import F32, Scenario, SimpleSpread
 from learners.envs.vector.world import (
     F64,
@@ -28,6 +29,9 @@ from learners.envs.vector.world import (
 
 SCENARIOS: dict[str, Callable[..., Scenario]] = {
     "simple_spread_v3": SimpleSpread,
+    "simple_adversary_v3": SimpleAdversary,
+    "simple_push_v3": SimplePush,
+    "simple_tag_v3": SimpleTag,
 }
 # Constructor arguments of mpe2 that change nothing the engine computes (drawing, info dicts).
 IGNORED_KWARGS = frozenset({"dynamic_rescaling", "benchmark_data", "render_mode"})

@@ -35,7 +35,7 @@ def relative(points: F64, origin: F64) -> F64:
     return rel.reshape(rel.shape[0], rel.shape[1], -1)
 
 
-def _bodies(
+def make_bodies(
     sizes: list[float],
     accels: list[float],
     max_speeds: list[float],
@@ -91,7 +91,7 @@ class SimpleSpread(Scenario):
         terminate_on_success: bool = False,
     ) -> None:
         self.agent_ids = tuple(f"agent_{i}" for i in range(N))
-        self.bodies = _bodies([0.15] * N, [5.0] * N, [np.inf] * N, True, [0.05] * N, False)
+        self.bodies = make_bodies([0.15] * N, [5.0] * N, [np.inf] * N, True, [0.05] * N, False)
         self.obs_dims = (4 + 2 * N + 2 * (N - 1) + DIM_C * (N - 1),) * N
         self.local_ratio = local_ratio
         # Curriculum stage 0 (the only one a run reaches: nothing advances it) has no penalty.

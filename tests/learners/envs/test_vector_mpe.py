@@ -20,6 +20,14 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("simple_spread_v3", {}),
     ("simple_spread_v3", {"N": 4, "local_ratio": 0.2, "max_cycles": 40}),
     ("simple_spread_v3", {"N": 2, "curriculum": True, "terminate_on_success": True}),
+    ("simple_tag_v3", {}),
+    ("simple_tag_v3", {"num_good": 2, "num_adversaries": 2, "num_obstacles": 3}),
+    ("simple_tag_v3", {"num_good": 3, "num_adversaries": 1, "num_obstacles": 1, "max_cycles": 50}),
+    ("simple_tag_v3", {"curriculum": True, "terminate_on_success": True, "max_cycles": 60}),
+    ("simple_adversary_v3", {}),
+    ("simple_adversary_v3", {"N": 4, "max_cycles": 30}),
+    ("simple_push_v3", {}),
+    ("simple_push_v3", {"max_cycles": 50}),
 ]
 CASES = [case for case in CASES if case[0] in SCENARIOS]
 
@@ -140,3 +148,43 @@ def test_refuses_what_it_does_not_model() -> None:
         VectorMPE("simple_crypto_v3", {}, 2, seed=0)
     with pytest.raises(ValueError, match="simple_spread_v3"):
         VectorMPE("simple_spread_v3", {"num_good": 2}, 2, seed=0)
+
+
+def put_state(env: Any, state: WorldState, i: int) -> None:
+    """Place copy ``i`` of ``state`` into mpe2 env ``env``'s world."""
+    world = env.unwrapped.world
+    for j, agent in enumerate(world.agents):
+        agent.state.p_pos = state.agent_pos[i, j].copy()
+        agent.state.p_vel = state.agent_vel[i, j].copy()
+    for j, landmark in enumerate(world.landmarks):
+        landmark.state.p_pos = state.landmark_pos[i, j].copy()
+
+
+@pytest.mark.parametrize(("env_id", "kwargs"), CASES, ids=str)
+def test_rewards_and_obs_equal_mpe2_in_far_states(env_id: str, kwargs: dict[str, Any]) -> None:
+    """Rewards and observations of states random play rarely reaches (agents off the field, where
+    simple_tag's boundary penalty grows, and fast): mpe2's scenario functions on the same state."""
+    env = parallel_env(env_id, kwargs)
+    env.reset(seed=0)
+    engine = VectorMPE(env_id, kwargs, 64, seed=0)
+    engine.reset()
+    rng = np.random.default_rng(11)
+    state = engine.get_state()
+    state.agent_pos = rng.uniform(-2.5, 2.5, state.agent_pos.shape)
+    state.agent_vel = rng.normal(0, 1, state.agent_vel.shape)
+    # mpe2 colours simple_push's agent by its goal at reset: keep the goal the env drew.
+    state.goal[:] = world_state([env]).goal[0]
+    obs = engine.set_state(state)
+    rewards = engine.scenario.rewards(engine.get_state())
+    raw = env.unwrapped
+    for i in range(engine.num_envs):
+        put_state(env, state, i)
+        expected = {a.name: raw.scenario.reward(a, raw.world) for a in raw.world.agents}
+        if raw.local_ratio is not None:
+            shared = raw.scenario.global_reward(raw.world)
+            expected = {
+                k: shared * (1 - raw.local_ratio) + v * raw.local_ratio for k, v in expected.items()
+            }
+        close(rewards[i], [expected[a] for a in engine.agent_ids], "rewards")
+        compare_obs(env, engine, obs, {a: raw.observe(a) for a in engine.agent_ids}, i)
+    env.close()

@@ -1,0 +1,173 @@
+"""The catalogue's competitive MPE scenarios (adversaries first, then good agents) as array code:
+simple_tag, simple_adversary and simple_push, each mirroring its mpe2 module."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from learners.envs.vector.scenarios import (
+    F32,
+    Scenario,
+    make_bodies,
+    others_index,
+    relative,
+)
+from learners.envs.vector.world import F64, BoolArray, WorldState, distances
+
+
+def _names(num_adversaries: int, num_good: int) -> tuple[str, ...]:
+    return tuple(f"adversary_{i}" for i in range(num_adversaries)) + tuple(
+        f"agent_{i}" for i in range(num_good)
+    )
+
+
+def _goal_pos(state: WorldState) -> F64:
+    """(E, 1, 2) each copy's goal landmark."""
+    rows = np.arange(len(state.goal))
+    goal: F64 = state.landmark_pos[rows, state.goal][:, None, :]
+    return goal
+
+
+def _out_of_bounds_penalty(pos: F64) -> F64:
+    """simple_tag's ``bound``: 0 inside 0.9, linear to 1 at 1.0, then exp(2x - 2) capped at 10.
+    (The exponent is capped first so far-off agents do not overflow; the result is the same.)"""
+    x = np.abs(pos)
+    outer = np.minimum(np.exp(np.minimum(2 * x - 2, 3.0)), 10)
+    penalty: F64 = np.where(x < 0.9, 0.0, np.where(x < 1.0, (x - 0.9) * 10, outer))
+    return penalty
+
+
+class SimpleTag(Scenario):
+    """Slower adversaries chase faster good agents around obstacles; +10 / -10 per catch."""
+
+    landmark_range = 0.9
+
+    def __init__(
+        self,
+        num_good: int = 1,
+        num_adversaries: int = 3,
+        num_obstacles: int = 2,
+        curriculum: bool = False,
+        terminate_on_success: bool = False,
+    ) -> None:
+        adv, good = num_adversaries, num_good
+        # Curriculum stage 0 (nothing advances it in a run) halves the prey's speed and accel.
+        prey = 0.5 if curriculum else 1.0
+        self.agent_ids = _names(adv, good)
+        self.bodies = make_bodies(
+            [0.075] * adv + [0.05] * good,
+            [3.0] * adv + [4.0 * prey] * good,
+            [1.0] * adv + [1.3 * prey] * good,
+            True,
+            [0.2] * num_obstacles,
+            True,
+        )
+        common = 4 + 2 * num_obstacles + 2 * (adv + good - 1)
+        self.obs_dims = (common + 2 * good,) * adv + (common + 2 * (good - 1),) * good
+        self.num_adversaries = adv
+        self.terminate_on_success = terminate_on_success
+        self._others = others_index(adv + good)
+        self._good_others = adv + others_index(good)
+
+    def observe(self, state: WorldState, out: F32) -> None:
+        adv, pos, vel = self.num_adversaries, state.agent_pos, state.agent_vel
+        landmarks = 2 * self.bodies.num_landmarks
+        others = 2 * (len(self.agent_ids) - 1)
+        out[:, :, 0:2] = vel
+        out[:, :, 2:4] = pos
+        out[:, :, 4 : 4 + landmarks] = relative(state.landmark_pos, pos)
+        out[:, :, 4 + landmarks : 4 + landmarks + others] = relative(pos[:, self._others], pos)
+        start = 4 + landmarks + others
+        # Every agent also sees the good agents' velocities (other than its own).
+        good = len(self.agent_ids) - adv
+        out[:, :adv, start : start + 2 * good] = vel[:, adv:].reshape(len(vel), 1, 2 * good)
+        other_vel = vel[:, self._good_others].reshape(len(vel), good, 2 * (good - 1))
+        out[:, adv:, start : start + 2 * (good - 1)] = other_vel
+
+    def _caught(self, state: WorldState) -> BoolArray:
+        """(E, adversaries, good) which adversary touches which good agent."""
+        adv, size = self.num_adversaries, self.bodies.agent_size
+        dist = distances(state.agent_pos[:, :adv], state.agent_pos[:, adv:])
+        caught: BoolArray = dist < size[:adv, None] + size[None, adv:]
+        return caught
+
+    def rewards(self, state: WorldState) -> F64:
+        adv, caught = self.num_adversaries, self._caught(state)
+        rewards = np.empty(state.agent_pos.shape[:2], np.float64)
+        rewards[:, :adv] = 10.0 * caught.sum(axis=(1, 2))[:, None]
+        penalty = _out_of_bounds_penalty(state.agent_pos[:, adv:])
+        rewards[:, adv:] = -10.0 * caught.sum(axis=1) - penalty[..., 0] - penalty[..., 1]
+        return rewards
+
+    def is_terminal(self, state: WorldState) -> BoolArray:
+        if not self.terminate_on_success:
+            return super().is_terminal(state)
+        done: BoolArray = self._caught(state).any(axis=1).all(axis=1)
+        return done
+
+
+class SimpleAdversary(Scenario):
+    """One adversary and N good agents near N landmarks; only the good agents know the goal."""
+
+    draws_goal = True
+
+    def __init__(self, N: int = 2) -> None:
+        self.agent_ids = _names(1, N)
+        agents = N + 1
+        self.bodies = make_bodies(
+            [0.15] * agents, [5.0] * agents, [np.inf] * agents, False, [0.08] * N, False
+        )
+        self.obs_dims = (4 * N,) + (2 + 4 * N,) * N
+        self._others = others_index(N + 1)
+
+    def observe(self, state: WorldState, out: F32) -> None:
+        pos, n = state.agent_pos, len(self.agent_ids) - 1
+        seen = np.concatenate(
+            [relative(state.landmark_pos, pos), relative(pos[:, self._others], pos)], axis=2
+        )
+        out[:, :1, : 4 * n] = seen[:, :1]
+        out[:, 1:, 0:2] = _goal_pos(state) - pos[:, 1:]
+        out[:, 1:, 2 : 2 + 4 * n] = seen[:, 1:]
+
+    def rewards(self, state: WorldState) -> F64:
+        to_goal = distances(state.agent_pos, _goal_pos(state))[..., 0]
+        rewards = np.empty(state.agent_pos.shape[:2], np.float64)
+        rewards[:, 0] = -to_goal[:, 0]
+        rewards[:, 1:] = (-to_goal[:, 1:].min(axis=1) + to_goal[:, 0])[:, None]
+        return rewards
+
+
+# simple_push colours: landmark i is grey with +0.8 on channel i + 1; the good agent is grey with
+# +0.5 on its goal's channel (mpe2 computes them so, and they are part of its observation).
+_LANDMARK_COLORS = np.array([[0.1, 0.1 + 0.8, 0.1], [0.1, 0.1, 0.1 + 0.8]])
+_AGENT_COLORS = np.array([[0.25, 0.25 + 0.5, 0.25], [0.25, 0.25, 0.25 + 0.5]])
+
+
+class SimplePush(Scenario):
+    """One adversary keeps one good agent away from its goal landmark."""
+
+    draws_goal = True
+
+    def __init__(self) -> None:
+        self.agent_ids = _names(1, 1)
+        self.bodies = make_bodies([0.05] * 2, [5.0] * 2, [np.inf] * 2, True, [0.05] * 2, False)
+        self.obs_dims = (8, 19)
+
+    def observe(self, state: WorldState, out: F32) -> None:
+        pos, vel = state.agent_pos, state.agent_vel
+        landmarks = relative(state.landmark_pos, pos)
+        out[:, :, 0:2] = vel
+        out[:, 0, 2:6] = landmarks[:, 0]
+        out[:, 0, 6:8] = pos[:, 1] - pos[:, 0]
+        out[:, 1, 2:4] = _goal_pos(state)[:, 0] - pos[:, 1]
+        out[:, 1, 4:7] = _AGENT_COLORS[state.goal]
+        out[:, 1, 7:11] = landmarks[:, 1]
+        out[:, 1, 11:17] = _LANDMARK_COLORS.reshape(-1)
+        out[:, 1, 17:19] = pos[:, 0] - pos[:, 1]
+
+    def rewards(self, state: WorldState) -> F64:
+        to_goal = distances(state.agent_pos, _goal_pos(state))[..., 0]
+        rewards = np.empty(state.agent_pos.shape[:2], np.float64)
+        rewards[:, 1] = -to_goal[:, 1]
+        rewards[:, 0] = to_goal[:, 1] - to_goal[:, 0]
+        return rewards
