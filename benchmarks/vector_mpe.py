@@ -1,0 +1,132 @@
+"""Bare env stepping: the vector MPE engine against mpe2, side by side in one run, one thread.
+
+    python benchmarks/vector_mpe.py --env simple_spread_v3 --vector-envs 8 256 4096 \
+        --mpe2-envs 8 64 --rounds 5 --seconds 1
+
+Both engines step uniformly random actions (drawn before timing; mpe2's action dicts are built
+before timing too, which flatters mpe2) and restart ended episodes as they go: the vector engine
+with ``reset(mask)``, mpe2 with ``reset()`` per copy. mpe2 steps its copies one after another in a
+Python loop, as ``learners.envs.mpe.MPEVecEnv`` does. Threads are pinned to one before NumPy loads.
+Env steps are counted over all copies; the table is markdown.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from learners.envs.mpe import parallel_env  # noqa: E402
+from learners.envs.vector import VectorMPE  # noqa: E402
+
+POOL = 64  # distinct random action batches, cycled
+
+
+class VectorRunner:
+    """The vector engine at one size, stepping pre-drawn random actions."""
+
+    def __init__(self, env_id: str, kwargs: dict[str, Any], num_envs: int) -> None:
+        self.engine = engine = VectorMPE(env_id, kwargs, num_envs, seed=0)
+        rng = np.random.default_rng(0)
+        shape = (num_envs, engine.num_agents)
+        if engine.continuous:
+            self.pool = [rng.random((*shape, 5), dtype=np.float32) for _ in range(POOL)]
+        else:
+            self.pool = [rng.integers(0, 5, shape) for _ in range(POOL)]
+        engine.reset()
+        self.steps = 0
+
+    def step(self) -> None:
+        _, _, terminated, truncated = self.engine.step(self.pool[self.steps % POOL])
+        ended = terminated | truncated
+        if ended.any():
+            self.engine.reset(ended)
+        self.steps += 1
+
+
+class Mpe2Runner:
+    """``num_envs`` mpe2 parallel envs stepped one after another, as ``MPEVecEnv`` steps them."""
+
+    def __init__(self, env_id: str, kwargs: dict[str, Any], num_envs: int) -> None:
+        self.envs = [parallel_env(env_id, kwargs) for _ in range(num_envs)]
+        agents = self.envs[0].possible_agents
+        spaces = [self.envs[0].action_space(a) for a in agents]
+        for i, env in enumerate(self.envs):
+            env.reset(seed=i)
+        for i, space in enumerate(spaces):
+            space.seed(i)
+        self.pool = [
+            [{a: s.sample() for a, s in zip(agents, spaces, strict=True)} for _ in self.envs]
+            for _ in range(POOL)
+        ]
+        self.steps = 0
+
+    def step(self) -> None:
+        actions = self.pool[self.steps % POOL]
+        for i, env in enumerate(self.envs):
+            env.step(actions[i])
+            if not env.agents:
+                env.reset()
+        self.steps += 1
+
+
+def rate(runner: VectorRunner | Mpe2Runner, num_envs: int, seconds: float) -> float:
+    """Env steps per second over all copies, stepping for about ``seconds``."""
+    steps, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds or steps < 10:
+        runner.step()
+        steps += 1
+    return steps * num_envs / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="simple_spread_v3")
+    parser.add_argument("--continuous", action="store_true", help="continuous actions")
+    parser.add_argument("--vector-envs", type=int, nargs="+", default=[8, 256, 4096])
+    parser.add_argument("--mpe2-envs", type=int, nargs="+", default=[8, 64])
+    parser.add_argument("--seconds", type=float, default=1.0, help="per configuration and round")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    kwargs = {"continuous_actions": args.continuous}
+    runners: dict[tuple[str, int], VectorRunner | Mpe2Runner] = {
+        **{("mpe2", n): Mpe2Runner(args.env, kwargs, n) for n in args.mpe2_envs},
+        **{("vector", n): VectorRunner(args.env, kwargs, n) for n in args.vector_envs},
+    }
+    # Rounds interleave the configurations, so a machine that gets busier slows them all alike.
+    rates: dict[tuple[str, int], list[float]] = {key: [] for key in runners}
+    for _ in range(args.rounds):
+        for (engine, n), runner in runners.items():
+            rates[engine, n].append(rate(runner, n, args.seconds))
+    medians = {key: statistics.median(values) for key, values in rates.items()}
+    mpe2 = {n: medians["mpe2", n] for n in args.mpe2_envs}
+    vector = {n: medians["vector", n] for n in args.vector_envs}
+    best_mpe2 = max(mpe2.values())
+    kind = "continuous" if args.continuous else "discrete"
+    print(f"{args.env}, {kind} actions, one thread, median env-steps/s over all copies of ", end="")
+    print(f"{args.rounds} interleaved rounds of {args.seconds:g} s\n")
+    print("| envs | mpe2 | vector engine | vector / mpe2 |")
+    print("|---:|---:|---:|---:|")
+    for n in sorted(set(mpe2) | set(vector)):
+        ours = f"{vector[n]:,.0f}" if n in vector else "-"
+        theirs = f"{mpe2[n]:,.0f}" if n in mpe2 else "-"
+        reference = mpe2.get(n, best_mpe2)
+        ratio = f"{vector[n] / reference:,.0f}x" if n in vector else "-"
+        print(f"| {n:,} | {theirs} | {ours} | {ratio} |")
+    print(f"\n(ratios at sizes mpe2 did not run are against its best figure, {best_mpe2:,.0f}/s)")
+
+
+if __name__ == "__main__":
+    main()
