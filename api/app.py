@@ -35,6 +35,7 @@ from core.matches import MatchSpec
 from core.queue import CeleryDispatcher, Dispatcher
 from core.settings import Settings, get_settings
 from core.storage import ArtifactStore, store_for
+from learners.spec import SpecEdit
 from learners.spec_schema import spec_json_schema
 
 DESCRIPTION = """Training-as-a-service for multi-agent reinforcement learning.
@@ -113,6 +114,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         for name, definition in definitions.items():
             components.setdefault(name, definition)
         components[experiments.SPEC_SCHEMA_NAME] = spec_schema
+        components["SpecEdit"] = SpecEdit.model_json_schema()
         match_schema = MatchSpec.model_json_schema(ref_template="#/components/schemas/{model}")
         for name, definition in match_schema.pop("$defs", {}).items():
             components.setdefault(name, definition)

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy.orm import Session
 
 from core import idempotency
 from core.db import utcnow
-from core.enums import RESUMABLE_STATUSES, ExperimentStatus
+from core.enums import RESUMABLE_STATUSES, EventKind, ExperimentStatus
 from core.errors import BrokerUnavailable, Conflict, NotFound
 from core.ids import new_id
 from core.lifecycle import transition
@@ -76,7 +77,9 @@ def submit(
         created_at=now,
         updated_at=now,
     )
-    ExperimentRepository(session).add(experiment)
+    experiments = ExperimentRepository(session)
+    experiments.add(experiment)
+    experiments.set_tags(experiment.id, spec.tags)
     reason = f"submitted by {actor.label}" if actor is not None else "submitted"
     EventRepository(session).add_transition(
         experiment.id, None, S.QUEUED, reason, actor.key_id if actor is not None else None
@@ -106,6 +109,29 @@ def submit_once(
         if existing is None:  # the winner's key was purged in between: vanishingly rare
             raise Conflict(f"the {idempotency.HEADER} {claim.key!r} is in use; retry") from None
         return get(session, existing), False
+
+
+def edit(
+    session: Session, experiment_id: str, changes: dict[str, Any], actor: Actor | None = None
+) -> Experiment:
+    """Change the experiment's name, tags or notes (``learners.spec.parse_edit``'s changes) in its
+    stored spec, its ``name`` column and its tag index together; the run's log says who did.
+    No changes change nothing."""
+    experiment = get(session, experiment_id)
+    if not changes:
+        return experiment
+    spec = {**experiment.spec, **changes}
+    experiments = ExperimentRepository(session)
+    experiments.set_labels(experiment_id, spec["name"], spec)
+    if "tags" in changes:
+        experiments.set_tags(experiment_id, changes["tags"])
+    by = f" by {actor.label}" if actor is not None else ""
+    message = f"{', '.join(sorted(changes))} edited{by}"
+    EventRepository(session).add(
+        experiment_id, EventKind.LOG, {"level": "info", "message": message, "step": experiment.step}
+    )
+    session.commit()
+    return get(session, experiment_id)
 
 
 def queue_position(session: Session, experiment: Experiment) -> int | None:

@@ -5,6 +5,7 @@
 - ``auth_sessions``: dashboard sign-ins (cookie sessions) and one-time login tokens of a key.
 - ``experiments``: one row per submitted spec, its project, status and progress, and the lease of
   the worker that runs it.
+- ``experiment_tags``: one row per tag of an experiment (its spec's ``tags``), for ``?tag=``.
 - ``metric_points``: every scalar a run reported, unique per (experiment, name, step).
 - ``checkpoints``: the files a run saved, with their size and sha256.
 - ``status_transitions``: every status change with its time and reason (the status timeline).
@@ -143,6 +144,18 @@ class Experiment(Base):
     compacted_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
     """When its progress and metrics events were dropped and its long series thinned
     (``core.retention``); NULL until then."""
+
+
+class ExperimentTag(Base):
+    """One of an experiment's tags (a copy of its spec's ``tags``, indexed for the list filter)."""
+
+    __tablename__ = "experiment_tags"
+    __table_args__ = (Index("ix_experiment_tags_tag", "tag", "experiment_id"),)
+
+    experiment_id: Mapped[str] = mapped_column(
+        String(26), ForeignKey("experiments.id", ondelete="CASCADE"), primary_key=True
+    )
+    tag: Mapped[str] = mapped_column(String(50), primary_key=True)
 
 
 class MetricPointRow(Base):

@@ -55,6 +55,23 @@ def _no_nul(text: str) -> str:
 Text = Annotated[str, AfterValidator(_no_nul), Field(json_schema_extra={"pattern": NO_NUL})]
 """A string a person typed, stored as text: anything but NUL."""
 
+TAG_PATTERN = "^[A-Za-z0-9_.:-]+$"
+MAX_TAG_LENGTH = 50
+MAX_TAGS = 20
+MAX_NOTES_LENGTH = 10_000
+
+
+def _unique(tags: list[str]) -> list[str]:
+    return list(dict.fromkeys(tags))
+
+
+Tag = Annotated[str, Field(min_length=1, max_length=MAX_TAG_LENGTH, pattern=TAG_PATTERN)]
+"""A label: letters, digits and ``_ . : -`` (``lr:3e-4``, ``baseline``, ``paper.fig2``)."""
+Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS), AfterValidator(_unique)]
+"""A run's labels, a repeated one kept once, in the order given."""
+Notes = Annotated[Text, Field(max_length=MAX_NOTES_LENGTH)]
+"""Free text about a run."""
+
 MAX_TOTAL_STEPS = 100_000_000
 """Environment steps per run. At the 300-3,000 env steps/s these learners train at
 (docs/learners.md), more would outlast the run time limit (48 h by default) anyway."""
@@ -105,6 +122,12 @@ class SpecEnvelope(BaseModel):
 
     name: Text = Field(min_length=1, max_length=200)
     """A label for people; not unique."""
+    tags: Tags = Field(default_factory=list)
+    """Labels to find the run by (``GET /v1/experiments?tag=``): at most 20, each 1-50 of
+    ``A-Z a-z 0-9 _ . : -``; a repeated tag is kept once. Editable later (``PATCH``)."""
+    notes: Notes = ""
+    """Free text for people (up to 10,000 characters): what the run tries, what came of it.
+    Editable later (``PATCH``)."""
     algorithm: Algorithm
     """The learning algorithm (see ``GET /v1/algorithms``)."""
     backend: Backend
@@ -130,6 +153,23 @@ class SpecEnvelope(BaseModel):
     """Fail the run at the first update whose loss is NaN or infinite, with the reason
     ``non-finite loss at step N: learner/<name> = nan``; ``false`` trains on regardless (such a
     value is stored as ``null``)."""
+
+
+class SpecEdit(BaseModel):
+    """What may change on a stored spec: its labels, never what the run trains
+    (``PATCH /v1/experiments/{id}``). Only the fields given change."""
+
+    model_config = _STRICT
+
+    name: Text = Field(default="", min_length=1, max_length=200)
+    """A new name."""
+    tags: Tags = Field(default_factory=list)
+    """New tags: the whole list (``[]`` removes them all)."""
+    notes: Notes = ""
+    """New notes: the whole text."""
+
+
+EDITABLE = tuple(SpecEdit.model_fields)
 
 
 class ExperimentSpec(SpecEnvelope):
@@ -264,3 +304,23 @@ def parse_spec(data: Mapping[str, Any]) -> ExperimentSpec:
     return ExperimentSpec.model_validate(
         {**envelope.model_dump(mode="json"), "hyperparameters": hyperparameters}
     )
+
+
+def parse_edit(data: Any) -> dict[str, Any]:
+    """The changes an edit asks for (``SpecEdit``'s fields that were given), or ``SpecError``
+    naming each field that is bad or may not change."""
+    if not isinstance(data, Mapping):
+        raise SpecError([FieldError("body", "the edit must be a JSON object")])
+    editable = ", ".join(EDITABLE)
+    fixed = [
+        FieldError(str(k), f"cannot be changed after submission; only {editable} can")
+        for k in data
+        if k not in EDITABLE
+    ]
+    if fixed:
+        raise SpecError(fixed)
+    try:
+        edit = SpecEdit.model_validate_json(json.dumps(dict(data)), strict=True)
+    except ValidationError as exc:
+        raise SpecError(errors_from_validation(exc)) from None
+    return edit.model_dump(mode="json", include=edit.model_fields_set)

@@ -20,7 +20,7 @@ from core.models import Experiment
 from core.quotas import check_project_limits, check_spec_bounds
 from core.repositories import ExperimentFilter, ExperimentRepository
 from learners.enums import Algorithm, Backend
-from learners.spec import SpecError, parse_spec
+from learners.spec import MAX_TAG_LENGTH, TAG_PATTERN, SpecError, parse_edit, parse_spec
 
 router = project_router("/v1/experiments", ["experiments"])
 
@@ -123,7 +123,8 @@ def _created(
     response_model=ExperimentPage,
     summary="List experiments",
     description="Newest first, with cursor pagination: pass the page's `next_after` as `after` to "
-    "read the next page. Filters combine with AND.",
+    "read the next page. Filters combine with AND: `status`, `algorithm`, `backend`, `tag` "
+    "(runs holding exactly this tag) and `q` (runs whose name contains the text, ignoring case).",
     responses=error_responses(422),
 )
 def list_experiments(
@@ -140,6 +141,23 @@ def list_experiments(
     status: Annotated[ExperimentStatus | None, Query(description="Only this status.")] = None,
     algorithm: Annotated[Algorithm | None, Query(description="Only this algorithm.")] = None,
     backend: Annotated[Backend | None, Query(description="Only this backend.")] = None,
+    tag: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=MAX_TAG_LENGTH,
+            pattern=TAG_PATTERN,
+            description="Only runs with exactly this tag.",
+        ),
+    ] = None,
+    q: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=200,
+            description="Only runs whose name contains this text (ignoring case).",
+        ),
+    ] = None,
 ) -> ExperimentPage:
     if after is not None and not is_id(after):
         raise ApiError(
@@ -150,7 +168,12 @@ def list_experiments(
         )
     rows = ExperimentRepository(session).page(
         ExperimentFilter(
-            project_id=principal.project_id, status=status, algorithm=algorithm, backend=backend
+            project_id=principal.project_id,
+            status=status,
+            algorithm=algorithm,
+            backend=backend,
+            tag=tag,
+            name_contains=q,
         ),
         limit + 1,
         after,
@@ -172,6 +195,36 @@ def list_experiments(
 )
 def get_experiment(experiment_id: ExperimentId, session: SessionDep) -> ExperimentOut:
     return one(session, service.get(session, experiment_id))
+
+
+@router.patch(
+    "/{experiment_id}",
+    response_model=ExperimentOut,
+    summary="Edit an experiment's name, tags or notes",
+    description="Change `name`, `tags` (the whole list) or `notes` (the whole text), each given "
+    "as in a spec; only the fields sent change, in the stored spec too. Anything else is a 422 "
+    "naming the field: what a run trains is fixed at submission. The run's log records who "
+    "changed what. Needs the member role.",
+    responses=error_responses(400, 404, 413, 415, 422),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SpecEdit"}}},
+        }
+    },
+)
+def edit_experiment(
+    experiment_id: ExperimentId,
+    body: Annotated[Any, Depends(json_body)],
+    session: SessionDep,
+    principal: PrincipalDep,
+) -> ExperimentOut:
+    try:
+        changes = parse_edit(body)
+    except SpecError as exc:
+        fields = [FieldProblem(field=e.field, reason=e.reason) for e in exc.errors]
+        raise ApiError(422, "invalid_request", f"the edit is invalid: {exc}", fields) from None
+    return one(session, service.edit(session, experiment_id, changes, actor_of(principal)))
 
 
 @router.post(

@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, select, update
+from sqlalchemy import ColumnElement, delete, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from core.db import utcnow
 from core.enums import ExperimentStatus
-from core.models import Experiment
+from core.models import Experiment, ExperimentTag
 from learners.enums import Algorithm, Backend
 
 
@@ -24,6 +24,10 @@ class ExperimentFilter:
     status: ExperimentStatus | None = None
     algorithm: Algorithm | None = None
     backend: Backend | None = None
+    tag: str | None = None
+    """Only experiments with exactly this tag."""
+    name_contains: str | None = None
+    """Only experiments whose name holds this text, ignoring case."""
 
 
 class ExperimentRepository:
@@ -93,7 +97,29 @@ class ExperimentRepository:
             query = query.where(Experiment.algorithm == flt.algorithm)
         if flt.backend is not None:
             query = query.where(Experiment.backend == flt.backend)
+        if flt.tag is not None:
+            tagged = select(ExperimentTag.experiment_id).where(ExperimentTag.tag == flt.tag)
+            query = query.where(Experiment.id.in_(tagged))
+        if flt.name_contains is not None:
+            query = query.where(Experiment.name.icontains(flt.name_contains, autoescape=True))
         return list(self.session.scalars(query))
+
+    def set_tags(self, experiment_id: str, tags: Sequence[str]) -> None:
+        """Make ``tags`` the experiment's indexed tags (its spec holds the same list)."""
+        mine = ExperimentTag.experiment_id == experiment_id
+        self.session.execute(delete(ExperimentTag).where(mine))
+        if tags:
+            rows = [{"experiment_id": experiment_id, "tag": tag} for tag in tags]
+            self.session.execute(insert(ExperimentTag), rows)
+
+    def set_labels(self, experiment_id: str, name: str, spec: dict[str, Any]) -> None:
+        """Store an edited name and the spec holding it (with its tags and notes)."""
+        self.session.execute(
+            update(Experiment)
+            .where(Experiment.id == experiment_id)
+            .values(name=name, spec=spec, updated_at=utcnow())
+            .execution_options(synchronize_session=False)
+        )
 
     def ids_with_status(self, statuses: Sequence[ExperimentStatus]) -> list[str]:
         """Ids of every experiment in one of ``statuses``, oldest first."""

@@ -23,6 +23,7 @@ TABLES = {
     "experiment_events",
     "matches",
     "idempotency_keys",
+    "experiment_tags",
     "alembic_version",
 }
 
