@@ -35,13 +35,13 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from core.auth import cli as keys_cli
 from core.enums import Role
-from core.localstack import LocalStack
-from core.settings import Settings, get_settings
 from learners.enums import Backend
+
+if TYPE_CHECKING:  # imported where used: the client verbs start without SQLAlchemy or settings
+    from core.settings import Settings
 
 log = logging.getLogger("marlforge")
 
@@ -206,6 +206,9 @@ def cmd_worker_health(settings: Settings) -> int:
 
 def cmd_up(settings: Settings, host: str, port: int) -> int:
     """Migrate, start the API and one worker, and stop both on Ctrl-C/SIGTERM."""
+    from core.auth import cli as keys_cli
+    from core.localstack import LocalStack
+
     settings.var_dir.mkdir(parents=True, exist_ok=True)
     cmd_migrate(settings, "head")
     if settings.uses_embedded_broker:
@@ -307,6 +310,8 @@ def _add_keys_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
     """``marlforge keys VERB``."""
+    from core.auth import cli as keys_cli
+
     if args.verb == "create":
         return keys_cli.keys_create(settings, args.project, args.role, args.name)
     if args.verb == "list":
@@ -321,6 +326,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.command in client_cli.VERBS:  # a client of some server: no settings of this host
         return client_cli.run(args)
+    from core.settings import get_settings
+
     settings = get_settings()
     _configure_logging(settings)
     if args.command == "migrate":

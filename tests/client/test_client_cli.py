@@ -1,0 +1,187 @@
+"""The ``marlforge`` client verbs against a live service (an API process and a torch worker on
+PostgreSQL and Redis): a user's path from ``login`` to ``submit --watch`` to ``download``, and
+what a script sees when something is refused (exit codes, the reason on stderr, never the key)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import stat
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_support import Cli, LiveServer
+from e2e_support import marlforge_command, service_env
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.e2e,
+    pytest.mark.integration,
+    pytest.mark.xdist_group("client"),
+    pytest.mark.timeout(150),  # the first test starts the service and trains; ~45 s in all
+]
+
+
+def _env(server: LiveServer, key: str | None = None) -> dict[str, str]:
+    return {"MARLFORGE_URL": server.url, "MARLFORGE_API_KEY": key or server.key}
+
+
+@pytest.fixture(scope="module")
+def finished(
+    live_server: LiveServer,
+    tiny_spec: Callable[..., dict[str, Any]],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[str, subprocess.CompletedProcess[str]]:
+    """``marlforge submit spec.json --watch`` of a tiny DDPG run: its id, the finished command."""
+    folder = tmp_path_factory.mktemp("submit")
+    spec = folder / "spec.json"
+    spec.write_text(json.dumps(tiny_spec(total_steps=400)))
+    env = service_env({**_env(live_server), "HOME": str(folder)}, drop=["XDG_CONFIG_HOME"])
+    done = subprocess.run(
+        [*marlforge_command(), "submit", str(spec), "--watch"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return done.stdout.splitlines()[0] if done.stdout else "", done
+
+
+def test_submit_watch_follows_the_run_to_success(
+    finished: tuple[str, subprocess.CompletedProcess[str]], live_server: LiveServer
+) -> None:
+    experiment_id, done = finished
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(experiment_id) == 26  # the id alone on the first line: ID=$(marlforge submit ...)
+    assert re.search(r"^step 400/400 \(100%\)  eval return -?[0-9]+\.[0-9]$", done.stdout, re.M)
+    assert "status: running" in done.stdout and "succeeded: step 400/400" in done.stdout
+    assert live_server.key not in done.stdout + done.stderr
+    assert live_server.api.get(experiment_id)["status"] == "succeeded"
+
+
+def test_ls_and_show_print_the_apis_json(
+    finished: tuple[str, subprocess.CompletedProcess[str]], live_server: LiveServer, marlforge: Cli
+) -> None:
+    experiment_id, _ = finished
+    listed = marlforge("ls", "--json", "--status", "succeeded", env=_env(live_server))
+    assert listed.returncode == 0, listed.stderr
+    assert experiment_id in [e["id"] for e in json.loads(listed.stdout)["items"]]
+    shown = marlforge("show", experiment_id, "--json", env=_env(live_server))
+    assert shown.returncode == 0, shown.stderr
+    body = json.loads(shown.stdout)
+    assert (body["id"], body["status"]) == (experiment_id, "succeeded")
+    assert body["progress"]["step"] == 400
+    table = marlforge("ls", env=_env(live_server))
+    assert table.stdout.splitlines()[0].split()[:2] == ["ID", "NAME"]
+    assert experiment_id in table.stdout
+    logs = marlforge("logs", experiment_id, "--json", env=_env(live_server))
+    assert logs.returncode == 0 and isinstance(json.loads(logs.stdout), list)
+
+
+def test_download_writes_the_checkpoint_with_the_listed_sha256(
+    finished: tuple[str, subprocess.CompletedProcess[str]],
+    live_server: LiveServer,
+    marlforge: Cli,
+    tmp_path: Path,
+) -> None:
+    experiment_id, _ = finished
+    listing = live_server.api.checkpoints(experiment_id)
+    latest = max(listing, key=lambda c: c["step"])
+    target = tmp_path / "out" / "policy.safetensors"
+    target.parent.mkdir()
+    done = marlforge("download", experiment_id, "-o", str(target), "--json", env=_env(live_server))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["id"] == latest["id"]
+    assert hashlib.sha256(target.read_bytes()).hexdigest() == latest["sha256"]
+    assert [p.name for p in target.parent.iterdir()] == [target.name]  # no partial file left
+    oldest = min(listing, key=lambda c: c["step"])
+    other = tmp_path / "oldest.safetensors"
+    args = ("download", experiment_id, "--checkpoint", oldest["id"], "-o", str(other))
+    assert marlforge(*args, env=_env(live_server)).returncode == 0
+    assert hashlib.sha256(other.read_bytes()).hexdigest() == oldest["sha256"]
+
+
+def test_a_bad_spec_exits_1_naming_the_field_and_why(
+    live_server: LiveServer,
+    marlforge: Cli,
+    tiny_spec: Callable[..., dict[str, Any]],
+    tmp_path: Path,
+) -> None:
+    spec = tmp_path / "bad.json"
+    spec.write_text(json.dumps(tiny_spec(hyperparameters={"tau": 5})))
+    done = marlforge("submit", str(spec), env=_env(live_server))
+    assert done.returncode == 1
+    assert "hyperparameters.tau: Input should be less than or equal to 1" in done.stderr
+    assert "invalid_spec" in done.stderr and done.stdout == ""
+    not_json = tmp_path / "not.json"
+    not_json.write_text("{")
+    assert marlforge("submit", str(not_json), env=_env(live_server)).returncode == 2
+    assert marlforge("submit", str(tmp_path / "gone.json"), env=_env(live_server)).returncode == 2
+
+
+def test_refusals_have_their_own_exit_codes_and_never_show_the_key(
+    finished: tuple[str, subprocess.CompletedProcess[str]], live_server: LiveServer, marlforge: Cli
+) -> None:
+    experiment_id, _ = finished
+    wrong = "mfk_" + "x" * 43
+    refused = marlforge("ls", env=_env(live_server, key=wrong))
+    assert refused.returncode == 4
+    assert "the server refused the key" in refused.stderr and "marlforge login" in refused.stderr
+    assert wrong not in refused.stdout + refused.stderr
+    missing = marlforge("show", "01" + "0" * 24, env=_env(live_server))
+    assert missing.returncode == 3 and "not_found" in missing.stderr
+    conflict = marlforge("cancel", experiment_id, env=_env(live_server))
+    assert conflict.returncode == 1 and "conflict" in conflict.stderr
+    nothing = marlforge("ls")
+    assert nothing.returncode == 4 and "marlforge login" in nothing.stderr
+    nowhere = {"MARLFORGE_URL": "http://127.0.0.1:9", "MARLFORGE_API_KEY": wrong}
+    unreachable = marlforge("ls", env=nowhere)
+    assert unreachable.returncode == 5 and "cannot reach http://127.0.0.1:9" in unreachable.stderr
+
+
+def test_login_saves_0600_credentials_that_later_verbs_use(
+    finished: tuple[str, subprocess.CompletedProcess[str]],
+    live_server: LiveServer,
+    marlforge: Cli,
+    home: Path,
+) -> None:
+    experiment_id, _ = finished
+    refused = marlforge("login", "--url", live_server.url, stdin="mfk_" + "y" * 43 + "\n")
+    assert refused.returncode == 4
+    credentials = home / ".config" / "marlforge" / "credentials"
+    assert not credentials.exists()
+    done = marlforge("login", "--url", live_server.url, stdin=live_server.key + "\n")
+    assert done.returncode == 0, done.stderr
+    assert "project 'default'" in done.stdout and live_server.key not in done.stdout
+    assert stat.S_IMODE(credentials.stat().st_mode) == 0o600
+    assert json.loads(credentials.read_text()) == {"url": live_server.url, "key": live_server.key}
+    shown = marlforge("show", experiment_id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["id"] == experiment_id
+    xdg = home / "xdg"
+    elsewhere = marlforge(
+        "login",
+        "--url",
+        live_server.url,
+        "--key",
+        live_server.key,
+        env={"XDG_CONFIG_HOME": str(xdg)},
+    )
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    assert stat.S_IMODE((xdg / "marlforge" / "credentials").stat().st_mode) == 0o600
+
+
+def test_the_client_imports_nothing_of_the_server() -> None:
+    code = (
+        "import sys, client.cli, client.api; "
+        "server = {'api', 'core', 'workers', 'learners'}; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & server))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
