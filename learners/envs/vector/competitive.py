@@ -9,7 +9,10 @@ from learners.envs.vector.scenarios import (
     F32,
     Scenario,
     make_bodies,
+    nearest,
     others_index,
+    pick,
+    put,
     relative,
 )
 from learners.envs.vector.world import F64, BoolArray, WorldState, distances
@@ -49,6 +52,8 @@ class SimpleTag(Scenario):
         num_obstacles: int = 2,
         curriculum: bool = False,
         terminate_on_success: bool = False,
+        num_agent_neighbors: int | None = None,
+        num_landmark_neighbors: int | None = None,
     ) -> None:
         adv, good = num_adversaries, num_good
         # Curriculum stage 0 (nothing advances it in a run) halves the prey's speed and accel.
@@ -62,27 +67,41 @@ class SimpleTag(Scenario):
             [0.2] * num_obstacles,
             True,
         )
-        common = 4 + 2 * num_obstacles + 2 * (adv + good - 1)
-        self.obs_dims = (common + 2 * good,) * adv + (common + 2 * (good - 1),) * good
+        self.agent_neighbors, self.landmark_neighbors = num_agent_neighbors, num_landmark_neighbors
+        self.landmark_slots = (
+            num_obstacles if num_landmark_neighbors is None else num_landmark_neighbors
+        )
+        self.agent_slots = adv + good - 1 if num_agent_neighbors is None else num_agent_neighbors
+        common = 4 + 2 * self.landmark_slots + 2 * self.agent_slots
+        if num_agent_neighbors is None:
+            # Every agent sees the good agents' velocities (other than its own).
+            self.obs_dims = (common + 2 * good,) * adv + (common + 2 * (good - 1),) * good
+        else:
+            # Each of the nearest agents' slots carries its velocity, zero for an adversary.
+            self.obs_dims = (common + 2 * num_agent_neighbors,) * (adv + good)
         self.num_adversaries = adv
         self.terminate_on_success = terminate_on_success
         self._others = others_index(adv + good)
         self._good_others = adv + others_index(good)
+        self._other_is_good = (self._others >= adv)[None, :, :, None]
 
     def observe(self, state: WorldState, out: F32) -> None:
         adv, pos, vel = self.num_adversaries, state.agent_pos, state.agent_vel
-        landmarks = 2 * self.bodies.num_landmarks
-        others = 2 * (len(self.agent_ids) - 1)
         out[:, :, 0:2] = vel
         out[:, :, 2:4] = pos
-        out[:, :, 4 : 4 + landmarks] = relative(state.landmark_pos, pos)
-        out[:, :, 4 + landmarks : 4 + landmarks + others] = relative(pos[:, self._others], pos)
-        start = 4 + landmarks + others
-        # Every agent also sees the good agents' velocities (other than its own).
+        landmarks = relative(state.landmark_pos, pos)
+        landmarks = pick(landmarks, nearest(landmarks, self.landmark_neighbors))
+        start = put(out, 4, landmarks, self.landmark_slots)
+        others = relative(pos[:, self._others], pos)
+        order = nearest(others, self.agent_neighbors)
+        start = put(out, start, pick(others, order), self.agent_slots)
+        if order is not None:
+            other_vel = np.where(self._other_is_good, vel[:, self._others], 0.0)
+            put(out, start, pick(other_vel, order), self.agent_slots)
+            return
         good = len(self.agent_ids) - adv
-        out[:, :adv, start : start + 2 * good] = vel[:, adv:].reshape(len(vel), 1, 2 * good)
-        other_vel = vel[:, self._good_others].reshape(len(vel), good, 2 * (good - 1))
-        out[:, adv:, start : start + 2 * (good - 1)] = other_vel
+        put(out, start, vel[:, None, adv:], good, slice(None, adv))
+        put(out, start, vel[:, self._good_others], good - 1, slice(adv, None))
 
     def _caught(self, state: WorldState) -> BoolArray:
         """(E, adversaries, good) which adversary touches which good agent."""
@@ -111,23 +130,36 @@ class SimpleAdversary(Scenario):
 
     draws_goal = True
 
-    def __init__(self, N: int = 2) -> None:
+    def __init__(
+        self,
+        N: int = 2,
+        num_agent_neighbors: int | None = None,
+        num_landmark_neighbors: int | None = None,
+    ) -> None:
         self.agent_ids = _names(1, N)
         agents = N + 1
         self.bodies = make_bodies(
             [0.15] * agents, [5.0] * agents, [np.inf] * agents, False, [0.08] * N, False
         )
-        self.obs_dims = (4 * N,) + (2 + 4 * N,) * N
-        self._others = others_index(N + 1)
+        self.agent_neighbors, self.landmark_neighbors = num_agent_neighbors, num_landmark_neighbors
+        self.landmark_slots = N if num_landmark_neighbors is None else num_landmark_neighbors
+        self.agent_slots = N if num_agent_neighbors is None else num_agent_neighbors
+        seen = 2 * (self.landmark_slots + self.agent_slots)
+        # Good agents also see the goal (always, whatever they see of the rest).
+        self.obs_dims = (seen,) + (2 + seen,) * N
+        self._others = others_index(agents)
 
     def observe(self, state: WorldState, out: F32) -> None:
-        pos, n = state.agent_pos, len(self.agent_ids) - 1
-        seen = np.concatenate(
-            [relative(state.landmark_pos, pos), relative(pos[:, self._others], pos)], axis=2
-        )
-        out[:, :1, : 4 * n] = seen[:, :1]
+        pos = state.agent_pos
+        landmarks = relative(state.landmark_pos, pos)
+        landmarks = pick(landmarks, nearest(landmarks, self.landmark_neighbors))
+        others = relative(pos[:, self._others], pos)
+        others = pick(others, nearest(others, self.agent_neighbors))
+        end = put(out[:, :1], 0, landmarks[:, :1], self.landmark_slots)
+        put(out[:, :1], end, others[:, :1], self.agent_slots)
         out[:, 1:, 0:2] = _goal_pos(state) - pos[:, 1:]
-        out[:, 1:, 2 : 2 + 4 * n] = seen[:, 1:]
+        end = put(out[:, 1:], 2, landmarks[:, 1:], self.landmark_slots)
+        put(out[:, 1:], end, others[:, 1:], self.agent_slots)
 
     def rewards(self, state: WorldState) -> F64:
         to_goal = distances(state.agent_pos, _goal_pos(state))[..., 0]
@@ -155,7 +187,7 @@ class SimplePush(Scenario):
 
     def observe(self, state: WorldState, out: F32) -> None:
         pos, vel = state.agent_pos, state.agent_vel
-        landmarks = relative(state.landmark_pos, pos)
+        landmarks = relative(state.landmark_pos, pos).reshape(len(pos), 2, 4)
         out[:, :, 0:2] = vel
         out[:, 0, 2:6] = landmarks[:, 0]
         out[:, 0, 6:8] = pos[:, 1] - pos[:, 0]

@@ -45,9 +45,6 @@ def build_scenario(env_id: str, kwargs: dict[str, Any]) -> tuple[Scenario, int, 
     rest = {k: v for k, v in kwargs.items() if k not in IGNORED_KWARGS}
     max_cycles = int(rest.pop("max_cycles", 25))
     continuous = bool(rest.pop("continuous_actions", False))
-    for name in ("num_agent_neighbors", "num_landmark_neighbors"):
-        if rest.pop(name, None) is not None:
-            raise ValueError(f"the vector engine does not model partial observability ({name})")
     try:
         scenario = SCENARIOS[env_id](**rest)
     except TypeError as error:

@@ -27,12 +27,40 @@ def others_index(num: int) -> I64:
 
 
 def relative(points: F64, origin: F64) -> F64:
-    """(E, A, K*2): ``points`` (E, K, 2) or (E, A, K, 2) seen from each agent at ``origin``
-    (E, A, 2), flattened per agent."""
+    """(E, A, K, 2): ``points`` (E, K, 2) or (E, A, K, 2) seen from each agent at ``origin``."""
     if points.ndim == 3:
         points = points[:, None]
     rel: F64 = points - origin[:, :, None, :]
-    return rel.reshape(rel.shape[0], rel.shape[1], -1)
+    return rel
+
+
+def nearest(rel: F64, n: int | None) -> I64 | None:
+    """mpe2's partial observability (``_mpe_utils/partial_observability.py``): the indices
+    (E, A, min(n, K)) of the ``n`` entities nearest each agent, nearest first (a stable sort of
+    the distances, as mpe2's small-array argsort is), from their positions ``rel`` (E, A, K, 2)
+    relative to it; ``None`` when ``n`` is ``None`` (every entity, in order)."""
+    if n is None:
+        return None
+    dist = np.sqrt(np.square(rel[..., 0]) + np.square(rel[..., 1]))
+    order: I64 = np.argsort(dist, axis=2, kind="stable")[..., :n]
+    return order
+
+
+def pick(values: F64, order: I64 | None) -> F64:
+    """``values`` (E, A, K, 2) in the order ``nearest`` chose (all of them for ``None``)."""
+    if order is None:
+        return values
+    picked: F64 = np.take_along_axis(values, order[..., None], axis=2)
+    return picked
+
+
+def put(out: F32, start: int, block: F64, slots: int, agents: slice = slice(None)) -> int:
+    """Write ``block`` (E, A', K, 2) flat into ``out[:, agents]`` at ``start``; returns where the
+    next block starts, ``slots`` entities on (unfilled slots stay zero: mpe2's padding)."""
+    e, a, k, dim = block.shape
+    flat = block.reshape(e, a, k * dim)
+    out[:, agents, start : start + flat.shape[2]] = flat
+    return start + 2 * slots
 
 
 def make_bodies(
@@ -89,10 +117,16 @@ class SimpleSpread(Scenario):
         local_ratio: float = 0.5,
         curriculum: bool = False,
         terminate_on_success: bool = False,
+        num_agent_neighbors: int | None = None,
+        num_landmark_neighbors: int | None = None,
     ) -> None:
         self.agent_ids = tuple(f"agent_{i}" for i in range(N))
         self.bodies = make_bodies([0.15] * N, [5.0] * N, [np.inf] * N, True, [0.05] * N, False)
-        self.obs_dims = (4 + 2 * N + 2 * (N - 1) + DIM_C * (N - 1),) * N
+        self.agent_neighbors, self.landmark_neighbors = num_agent_neighbors, num_landmark_neighbors
+        self.landmark_slots = N if num_landmark_neighbors is None else num_landmark_neighbors
+        self.agent_slots = N - 1 if num_agent_neighbors is None else num_agent_neighbors
+        # Each other agent seen also brings its communication (zeros: the agents are silent).
+        self.obs_dims = (4 + 2 * self.landmark_slots + (2 + DIM_C) * self.agent_slots,) * N
         self.local_ratio = local_ratio
         # Curriculum stage 0 (the only one a run reaches: nothing advances it) has no penalty.
         self.collision_penalty = not curriculum
@@ -101,14 +135,14 @@ class SimpleSpread(Scenario):
         self._not_self = ~np.eye(N, dtype=np.bool_)
 
     def observe(self, state: WorldState, out: F32) -> None:
-        n = len(self.agent_ids)
+        pos = state.agent_pos
         out[:, :, 0:2] = state.agent_vel
-        out[:, :, 2:4] = state.agent_pos
-        out[:, :, 4 : 4 + 2 * n] = relative(state.landmark_pos, state.agent_pos)
-        out[:, :, 4 + 2 * n : 2 + 4 * n] = relative(
-            state.agent_pos[:, self._others], state.agent_pos
-        )
-        # The rest is the other agents' communication: silent agents send zeros.
+        out[:, :, 2:4] = pos
+        landmarks = relative(state.landmark_pos, pos)
+        landmarks = pick(landmarks, nearest(landmarks, self.landmark_neighbors))
+        start = put(out, 4, landmarks, self.landmark_slots)
+        others = relative(pos[:, self._others], pos)
+        put(out, start, pick(others, nearest(others, self.agent_neighbors)), self.agent_slots)
 
     def rewards(self, state: WorldState) -> F64:
         to_landmarks = distances(state.agent_pos, state.landmark_pos)

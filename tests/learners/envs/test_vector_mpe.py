@@ -20,12 +20,17 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("simple_spread_v3", {}),
     ("simple_spread_v3", {"N": 4, "local_ratio": 0.2, "max_cycles": 40}),
     ("simple_spread_v3", {"N": 2, "curriculum": True, "terminate_on_success": True}),
+    ("simple_spread_v3", {"num_agent_neighbors": 1, "num_landmark_neighbors": 2}),
+    ("simple_spread_v3", {"N": 4, "num_landmark_neighbors": 6}),
     ("simple_tag_v3", {}),
     ("simple_tag_v3", {"num_good": 2, "num_adversaries": 2, "num_obstacles": 3}),
     ("simple_tag_v3", {"num_good": 3, "num_adversaries": 1, "num_obstacles": 1, "max_cycles": 50}),
     ("simple_tag_v3", {"curriculum": True, "terminate_on_success": True, "max_cycles": 60}),
+    ("simple_tag_v3", {"num_good": 2, "num_agent_neighbors": 2, "num_landmark_neighbors": 1}),
+    ("simple_tag_v3", {"num_agent_neighbors": 6, "num_obstacles": 3}),
     ("simple_adversary_v3", {}),
     ("simple_adversary_v3", {"N": 4, "max_cycles": 30}),
+    ("simple_adversary_v3", {"N": 3, "num_agent_neighbors": 2, "num_landmark_neighbors": 1}),
     ("simple_push_v3", {}),
     ("simple_push_v3", {"max_cycles": 50}),
 ]
@@ -142,8 +147,6 @@ def test_reset_mask_restarts_only_the_chosen_copies() -> None:
 
 
 def test_refuses_what_it_does_not_model() -> None:
-    with pytest.raises(ValueError, match="partial observability"):
-        VectorMPE("simple_spread_v3", {"num_agent_neighbors": 1}, 2, seed=0)
     with pytest.raises(ValueError, match="no 'simple_crypto_v3'"):
         VectorMPE("simple_crypto_v3", {}, 2, seed=0)
     with pytest.raises(ValueError, match="simple_spread_v3"):
