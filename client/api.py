@@ -83,6 +83,7 @@ class Client:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = url.rstrip("/")
+        self._transport = transport
         self._http = httpx.Client(
             base_url=self.url,
             headers={"authorization": f"Bearer {key}", "user-agent": "marlforge-client"},
@@ -262,7 +263,9 @@ class Client:
                     # The store's presigned URL carries its own authority: our key stays here.
                     location = response.headers["location"]
                     with (
-                        httpx.Client(timeout=self._http.timeout) as store,
+                        httpx.Client(
+                            timeout=self._http.timeout, transport=self._transport
+                        ) as store,
                         store.stream("GET", location) as redirected,
                     ):
                         return _save(redirected, partial)
