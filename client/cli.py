@@ -149,7 +149,7 @@ def submit(client: Client, args: argparse.Namespace) -> int:
     else:
         print(experiment["id"], flush=True)
         print(f"submitted {experiment['name']!r}: {experiment['status']}", file=sys.stderr)
-    return Watcher(client, experiment["id"]).run() if args.watch else EXIT_OK
+    return Watcher(client, experiment["id"], as_json=args.json).run() if args.watch else EXIT_OK
 
 
 def _read_spec(name: str) -> Json:

@@ -185,3 +185,26 @@ def test_the_client_imports_nothing_of_the_server() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_watch_exits_1_when_the_run_is_cancelled(
+    finished: tuple[str, subprocess.CompletedProcess[str]],
+    live_server: LiveServer,
+    marlforge: Cli,
+    tiny_spec: Callable[..., dict[str, Any]],
+    tmp_path: Path,
+) -> None:
+    spec = tmp_path / "long.json"
+    spec.write_text(json.dumps(tiny_spec(total_steps=200_000)))
+    submitted = marlforge("submit", str(spec), "--json", env=_env(live_server))
+    assert submitted.returncode == 0, submitted.stderr
+    experiment_id = json.loads(submitted.stdout)["id"]
+    live_server.api.wait_until(experiment_id, {"running"}, timeout=60)
+    cancelled = marlforge("cancel", experiment_id, env=_env(live_server))
+    assert cancelled.returncode == 0 and cancelled.stdout.split() == [experiment_id, "cancelling"]
+    watched = marlforge("watch", experiment_id, env=_env(live_server))
+    assert watched.returncode == 1
+    assert "status: cancelled" in watched.stdout and "the run cancelled" in watched.stderr
+    events = marlforge("watch", experiment_id, "--json", env=_env(live_server))
+    kinds = [json.loads(line)["kind"] for line in events.stdout.splitlines()]
+    assert events.returncode == 1 and kinds[0] == "status" and kinds[-1] == "end"
