@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 
 from learners.envs.vector.scenarios import (
-    F32,
     Scenario,
     make_bodies,
     nearest,
@@ -15,7 +14,7 @@ from learners.envs.vector.scenarios import (
     put,
     relative,
 )
-from learners.envs.vector.world import F64, BoolArray, WorldState, distances
+from learners.envs.vector.world import F64, BoolArray, Frame, distances
 
 
 def _names(num_adversaries: int, num_good: int) -> tuple[str, ...]:
@@ -24,10 +23,10 @@ def _names(num_adversaries: int, num_good: int) -> tuple[str, ...]:
     )
 
 
-def _goal_pos(state: WorldState) -> F64:
-    """(E, 1, 2) each copy's goal landmark."""
-    rows = np.arange(len(state.goal))
-    goal: F64 = state.landmark_pos[rows, state.goal][:, None, :]
+def _goal_pos(frame: Frame) -> F64:
+    """(1, 2, E) each copy's goal landmark."""
+    copies = np.arange(len(frame.goal))
+    goal: F64 = frame.landmark_pos[frame.goal, :, copies].T[None]
     return goal
 
 
@@ -83,45 +82,45 @@ class SimpleTag(Scenario):
         self.terminate_on_success = terminate_on_success
         self._others = others_index(adv + good)
         self._good_others = adv + others_index(good)
-        self._other_is_good = (self._others >= adv)[None, :, :, None]
+        self._other_is_good = (self._others >= adv)[:, :, None, None]
 
-    def observe(self, state: WorldState, out: F32) -> None:
-        adv, pos, vel = self.num_adversaries, state.agent_pos, state.agent_vel
-        out[:, :, 0:2] = vel
-        out[:, :, 2:4] = pos
-        landmarks = relative(state.landmark_pos, pos)
+    def observe(self, frame: Frame, out: F64) -> None:
+        adv, pos, vel = self.num_adversaries, frame.agent_pos, frame.agent_vel
+        out[:, 0:2] = vel
+        out[:, 2:4] = pos
+        landmarks = relative(frame.landmark_pos, pos)
         landmarks = pick(landmarks, nearest(landmarks, self.landmark_neighbors))
         start = put(out, 4, landmarks, self.landmark_slots)
-        others = relative(pos[:, self._others], pos)
+        others = relative(pos[self._others], pos)
         order = nearest(others, self.agent_neighbors)
         start = put(out, start, pick(others, order), self.agent_slots)
         if order is not None:
-            other_vel = np.where(self._other_is_good, vel[:, self._others], 0.0)
+            other_vel = np.where(self._other_is_good, vel[self._others], 0.0)
             put(out, start, pick(other_vel, order), self.agent_slots)
             return
         good = len(self.agent_ids) - adv
-        put(out, start, vel[:, None, adv:], good, slice(None, adv))
-        put(out, start, vel[:, self._good_others], good - 1, slice(adv, None))
+        put(out, start, vel[None, adv:], good, slice(None, adv))
+        put(out, start, vel[self._good_others], good - 1, slice(adv, None))
 
-    def _caught(self, state: WorldState) -> BoolArray:
-        """(E, adversaries, good) which adversary touches which good agent."""
+    def _caught(self, frame: Frame) -> BoolArray:
+        """(adversaries, good, E) which adversary touches which good agent."""
         adv, size = self.num_adversaries, self.bodies.agent_size
-        dist = distances(state.agent_pos[:, :adv], state.agent_pos[:, adv:])
-        caught: BoolArray = dist < size[:adv, None] + size[None, adv:]
+        dist = distances(frame.agent_pos[:adv], frame.agent_pos[adv:])
+        caught: BoolArray = dist < (size[:adv, None] + size[None, adv:])[:, :, None]
         return caught
 
-    def rewards(self, state: WorldState) -> F64:
-        adv, caught = self.num_adversaries, self._caught(state)
-        rewards = np.empty(state.agent_pos.shape[:2], np.float64)
-        rewards[:, :adv] = 10.0 * caught.sum(axis=(1, 2))[:, None]
-        penalty = _out_of_bounds_penalty(state.agent_pos[:, adv:])
-        rewards[:, adv:] = -10.0 * caught.sum(axis=1) - penalty[..., 0] - penalty[..., 1]
+    def rewards(self, frame: Frame) -> F64:
+        adv, caught = self.num_adversaries, self._caught(frame)
+        rewards = np.empty(frame.agent_pos[:, 0].shape, np.float64)
+        rewards[:adv] = 10.0 * caught.sum(axis=(0, 1))[None]
+        penalty = _out_of_bounds_penalty(frame.agent_pos[adv:])
+        rewards[adv:] = -10.0 * caught.sum(axis=0) - penalty[:, 0] - penalty[:, 1]
         return rewards
 
-    def is_terminal(self, state: WorldState) -> BoolArray:
+    def is_terminal(self, frame: Frame) -> BoolArray:
         if not self.terminate_on_success:
-            return super().is_terminal(state)
-        done: BoolArray = self._caught(state).any(axis=1).all(axis=1)
+            return super().is_terminal(frame)
+        done: BoolArray = self._caught(frame).any(axis=0).all(axis=0)
         return done
 
 
@@ -149,23 +148,23 @@ class SimpleAdversary(Scenario):
         self.obs_dims = (seen,) + (2 + seen,) * N
         self._others = others_index(agents)
 
-    def observe(self, state: WorldState, out: F32) -> None:
-        pos = state.agent_pos
-        landmarks = relative(state.landmark_pos, pos)
+    def observe(self, frame: Frame, out: F64) -> None:
+        pos = frame.agent_pos
+        landmarks = relative(frame.landmark_pos, pos)
         landmarks = pick(landmarks, nearest(landmarks, self.landmark_neighbors))
-        others = relative(pos[:, self._others], pos)
+        others = relative(pos[self._others], pos)
         others = pick(others, nearest(others, self.agent_neighbors))
-        end = put(out[:, :1], 0, landmarks[:, :1], self.landmark_slots)
-        put(out[:, :1], end, others[:, :1], self.agent_slots)
-        out[:, 1:, 0:2] = _goal_pos(state) - pos[:, 1:]
-        end = put(out[:, 1:], 2, landmarks[:, 1:], self.landmark_slots)
-        put(out[:, 1:], end, others[:, 1:], self.agent_slots)
+        end = put(out[:1], 0, landmarks[:1], self.landmark_slots)
+        put(out[:1], end, others[:1], self.agent_slots)
+        out[1:, 0:2] = _goal_pos(frame) - pos[1:]
+        end = put(out[1:], 2, landmarks[1:], self.landmark_slots)
+        put(out[1:], end, others[1:], self.agent_slots)
 
-    def rewards(self, state: WorldState) -> F64:
-        to_goal = distances(state.agent_pos, _goal_pos(state))[..., 0]
-        rewards = np.empty(state.agent_pos.shape[:2], np.float64)
-        rewards[:, 0] = -to_goal[:, 0]
-        rewards[:, 1:] = (-to_goal[:, 1:].min(axis=1) + to_goal[:, 0])[:, None]
+    def rewards(self, frame: Frame) -> F64:
+        to_goal = distances(frame.agent_pos, _goal_pos(frame))[:, 0]
+        rewards = np.empty(to_goal.shape, np.float64)
+        rewards[0] = -to_goal[0]
+        rewards[1:] = (-to_goal[1:].min(axis=0) + to_goal[0])[None]
         return rewards
 
 
@@ -185,21 +184,21 @@ class SimplePush(Scenario):
         self.bodies = make_bodies([0.05] * 2, [5.0] * 2, [np.inf] * 2, True, [0.05] * 2, False)
         self.obs_dims = (8, 19)
 
-    def observe(self, state: WorldState, out: F32) -> None:
-        pos, vel = state.agent_pos, state.agent_vel
-        landmarks = relative(state.landmark_pos, pos).reshape(len(pos), 2, 4)
-        out[:, :, 0:2] = vel
-        out[:, 0, 2:6] = landmarks[:, 0]
-        out[:, 0, 6:8] = pos[:, 1] - pos[:, 0]
-        out[:, 1, 2:4] = _goal_pos(state)[:, 0] - pos[:, 1]
-        out[:, 1, 4:7] = _AGENT_COLORS[state.goal]
-        out[:, 1, 7:11] = landmarks[:, 1]
-        out[:, 1, 11:17] = _LANDMARK_COLORS.reshape(-1)
-        out[:, 1, 17:19] = pos[:, 0] - pos[:, 1]
+    def observe(self, frame: Frame, out: F64) -> None:
+        pos, vel = frame.agent_pos, frame.agent_vel
+        landmarks = relative(frame.landmark_pos, pos).reshape(2, 4, -1)
+        out[:, 0:2] = vel
+        out[0, 2:6] = landmarks[0]
+        out[0, 6:8] = pos[1] - pos[0]
+        out[1, 2:4] = _goal_pos(frame)[0] - pos[1]
+        out[1, 4:7] = _AGENT_COLORS[frame.goal].T
+        out[1, 7:11] = landmarks[1]
+        out[1, 11:17] = _LANDMARK_COLORS.reshape(-1, 1)
+        out[1, 17:19] = pos[0] - pos[1]
 
-    def rewards(self, state: WorldState) -> F64:
-        to_goal = distances(state.agent_pos, _goal_pos(state))[..., 0]
-        rewards = np.empty(state.agent_pos.shape[:2], np.float64)
-        rewards[:, 1] = -to_goal[:, 1]
-        rewards[:, 0] = to_goal[:, 1] - to_goal[:, 0]
+    def rewards(self, frame: Frame) -> F64:
+        to_goal = distances(frame.agent_pos, _goal_pos(frame))[:, 0]
+        rewards = np.empty(to_goal.shape, np.float64)
+        rewards[1] = -to_goal[1]
+        rewards[0] = to_goal[1] - to_goal[0]
         return rewards

@@ -23,6 +23,7 @@ from learners.envs.vector.world import (
     F64,
     MOVE_ACTIONS,
     BoolArray,
+    Frame,
     WorldState,
     step_world,
 )
@@ -66,13 +67,15 @@ class VectorMPE:
         self.action_dim = MOVE_ACTIONS
         self._rng = np.random.default_rng(seed)
         bodies = self.scenario.bodies
-        self._state = WorldState(
-            agent_pos=np.zeros((num_envs, bodies.num_agents, 2)),
-            agent_vel=np.zeros((num_envs, bodies.num_agents, 2)),
-            landmark_pos=np.zeros((num_envs, bodies.num_landmarks, 2)),
+        self._frame = Frame(
+            agent_pos=np.zeros((bodies.num_agents, 2, num_envs)),
+            agent_vel=np.zeros((bodies.num_agents, 2, num_envs)),
+            landmark_pos=np.zeros((bodies.num_landmarks, 2, num_envs)),
             goal=np.zeros(num_envs, np.int64),
             steps=np.zeros(num_envs, np.int64),
         )
+        # Observations are computed env-last in float64, as mpe2 computes them, then cast once.
+        self._obs64 = np.zeros((self.num_agents, self.obs_dim, num_envs))
         self._obs = np.zeros((num_envs, self.num_agents, self.obs_dim), np.float32)
         # state() gathers each agent's real features out of the padded observations.
         self._state_index = np.concatenate(
@@ -84,16 +87,14 @@ class VectorMPE:
         observation (E, A, obs_dim). Draws as mpe2's ``reset_world`` does: the goal landmark, then
         agents uniform in [-1, 1]^2, landmarks in the scenario's range, all at rest."""
         index = np.arange(self.num_envs) if mask is None else np.flatnonzero(mask)
-        count, state, bodies = len(index), self._state, self.scenario.bodies
+        count, frame, bodies = len(index), self._frame, self.scenario.bodies
         if self.scenario.draws_goal:
-            state.goal[index] = self._rng.integers(bodies.num_landmarks, size=count)
-        state.agent_pos[index] = self._rng.uniform(-1, 1, (count, bodies.num_agents, 2))
-        state.agent_vel[index] = 0.0
-        limit = self.scenario.landmark_range
-        state.landmark_pos[index] = self._rng.uniform(
-            -limit, limit, (count, bodies.num_landmarks, 2)
-        )
-        state.steps[index] = 0
+            frame.goal[index] = self._rng.integers(bodies.num_landmarks, size=count)
+        frame.agent_pos[:, :, index] = self._rng.uniform(-1, 1, (bodies.num_agents, 2, count))
+        frame.agent_vel[:, :, index] = 0.0
+        limit, landmarks = self.scenario.landmark_range, bodies.num_landmarks
+        frame.landmark_pos[:, :, index] = self._rng.uniform(-limit, limit, (landmarks, 2, count))
+        frame.steps[index] = 0
         return self.observe()
 
     def step(self, actions: NDArray[np.generic]) -> tuple[F32, F64, BoolArray, BoolArray]:
@@ -103,16 +104,17 @@ class VectorMPE:
         A copy past its end keeps stepping until ``reset`` restarts it; the flags say when it ended.
         The observation array is the engine's own and is overwritten by the next call.
         """
-        state = self._state
-        step_world(self.scenario.bodies, state, actions, self.continuous)
-        rewards = self.scenario.rewards(state)
-        truncated: BoolArray = state.steps >= self.max_cycles
-        terminated = self.scenario.is_terminal(state) & ~truncated
+        frame = self._frame
+        step_world(self.scenario.bodies, frame, actions, self.continuous)
+        rewards = np.ascontiguousarray(self.scenario.rewards(frame).T)
+        truncated: BoolArray = frame.steps >= self.max_cycles
+        terminated = self.scenario.is_terminal(frame) & ~truncated
         return self.observe(), rewards, terminated, truncated
 
     def observe(self) -> F32:
         """(E, A, obs_dim) every agent's observation of the current state."""
-        self.scenario.observe(self._state, self._obs)
+        self.scenario.observe(self._frame, self._obs64)
+        np.copyto(self._obs, self._obs64.transpose(2, 0, 1))
         return self._obs
 
     def state(self) -> F32:
@@ -123,15 +125,13 @@ class VectorMPE:
 
     def get_state(self) -> WorldState:
         """A copy of the whole world state."""
-        return self._state.copy()
+        return self._frame.state()
 
     def set_state(self, state: WorldState) -> F32:
         """Replace the world state with a copy of ``state``; returns the observations of it."""
-        expected = self._state
+        expected = self._frame.state()
         for name in ("agent_pos", "agent_vel", "landmark_pos", "goal", "steps"):
             if getattr(state, name).shape != getattr(expected, name).shape:
                 raise ValueError(f"{name} must have shape {getattr(expected, name).shape}")
-        self._state = state.copy()
-        self._state.goal = self._state.goal.astype(np.int64)
-        self._state.steps = self._state.steps.astype(np.int64)
+        self._frame = Frame.of(state)
         return self.observe()

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 from numpy.typing import NDArray
 
-from learners.envs.vector.world import F64, I64, Bodies, BoolArray, WorldState, distances
+from learners.envs.vector.world import F64, I64, Bodies, BoolArray, Frame, distances
 
 F32 = NDArray[np.float32]
 DIM_C = 2
@@ -27,39 +27,40 @@ def others_index(num: int) -> I64:
 
 
 def relative(points: F64, origin: F64) -> F64:
-    """(E, A, K, 2): ``points`` (E, K, 2) or (E, A, K, 2) seen from each agent at ``origin``."""
+    """(A, K, 2, E): ``points`` (K, 2, E) or (A, K, 2, E) seen from each agent at ``origin``
+    (A, 2, E)."""
     if points.ndim == 3:
-        points = points[:, None]
-    rel: F64 = points - origin[:, :, None, :]
+        points = points[None]
+    rel: F64 = points - origin[:, None]
     return rel
 
 
 def nearest(rel: F64, n: int | None) -> I64 | None:
     """mpe2's partial observability (``_mpe_utils/partial_observability.py``): the indices
-    (E, A, min(n, K)) of the ``n`` entities nearest each agent, nearest first (a stable sort of
-    the distances, as mpe2's small-array argsort is), from their positions ``rel`` (E, A, K, 2)
+    (A, min(n, K), E) of the ``n`` entities nearest each agent, nearest first (a stable sort of
+    the distances, as mpe2's small-array argsort is), from their positions ``rel`` (A, K, 2, E)
     relative to it; ``None`` when ``n`` is ``None`` (every entity, in order)."""
     if n is None:
         return None
-    dist = np.sqrt(np.square(rel[..., 0]) + np.square(rel[..., 1]))
-    order: I64 = np.argsort(dist, axis=2, kind="stable")[..., :n]
+    dist = np.sqrt(np.square(rel[:, :, 0]) + np.square(rel[:, :, 1]))
+    order: I64 = np.argsort(dist, axis=1, kind="stable")[:, :n]
     return order
 
 
 def pick(values: F64, order: I64 | None) -> F64:
-    """``values`` (E, A, K, 2) in the order ``nearest`` chose (all of them for ``None``)."""
+    """``values`` (A, K, 2, E) in the order ``nearest`` chose (all of them for ``None``)."""
     if order is None:
         return values
-    picked: F64 = np.take_along_axis(values, order[..., None], axis=2)
+    picked: F64 = np.take_along_axis(values, order[:, :, None, :], axis=1)
     return picked
 
 
-def put(out: F32, start: int, block: F64, slots: int, agents: slice = slice(None)) -> int:
-    """Write ``block`` (E, A', K, 2) flat into ``out[:, agents]`` at ``start``; returns where the
-    next block starts, ``slots`` entities on (unfilled slots stay zero: mpe2's padding)."""
-    e, a, k, dim = block.shape
-    flat = block.reshape(e, a, k * dim)
-    out[:, agents, start : start + flat.shape[2]] = flat
+def put(out: F64, start: int, block: F64, slots: int, agents: slice = slice(None)) -> int:
+    """Write ``block`` (A', K, 2, E) flat into ``out[agents]`` (A', obs_dim, E) at ``start``;
+    returns where the next block starts, ``slots`` entities on (unfilled slots stay zero: mpe2's
+    padding)."""
+    a, k, dim, e = block.shape
+    out[agents, start : start + k * dim] = block.reshape(a, k * dim, e)
     return start + 2 * slots
 
 
@@ -94,16 +95,16 @@ class Scenario(ABC):
     local_ratio: float | None = None
 
     @abstractmethod
-    def observe(self, state: WorldState, out: F32) -> None:
-        """Write every agent's observation into ``out`` (E, A, obs_dim); padding stays zero."""
+    def observe(self, frame: Frame, out: F64) -> None:
+        """Write every agent's observation into ``out`` (A, obs_dim, E); padding stays zero."""
 
     @abstractmethod
-    def rewards(self, state: WorldState) -> F64:
-        """(E, A) each agent's reward for the step that led to ``state``."""
+    def rewards(self, frame: Frame) -> F64:
+        """(A, E) each agent's reward for the step that led to ``frame``."""
 
-    def is_terminal(self, state: WorldState) -> BoolArray:
+    def is_terminal(self, frame: Frame) -> BoolArray:
         """(E,) whether the scenario itself ends the episode (``terminate_on_success``)."""
-        return np.zeros(state.steps.shape, np.bool_)
+        return np.zeros(frame.steps.shape, np.bool_)
 
 
 class SimpleSpread(Scenario):
@@ -134,32 +135,34 @@ class SimpleSpread(Scenario):
         self._others = others_index(N)
         self._not_self = ~np.eye(N, dtype=np.bool_)
 
-    def observe(self, state: WorldState, out: F32) -> None:
-        pos = state.agent_pos
-        out[:, :, 0:2] = state.agent_vel
-        out[:, :, 2:4] = pos
-        landmarks = relative(state.landmark_pos, pos)
+    def observe(self, frame: Frame, out: F64) -> None:
+        pos = frame.agent_pos
+        out[:, 0:2] = frame.agent_vel
+        out[:, 2:4] = pos
+        landmarks = relative(frame.landmark_pos, pos)
         landmarks = pick(landmarks, nearest(landmarks, self.landmark_neighbors))
         start = put(out, 4, landmarks, self.landmark_slots)
-        others = relative(pos[:, self._others], pos)
+        others = relative(pos[self._others], pos)
         put(out, start, pick(others, nearest(others, self.agent_neighbors)), self.agent_slots)
+        # The rest is the other agents' communication: silent agents send zeros.
 
-    def rewards(self, state: WorldState) -> F64:
-        to_landmarks = distances(state.agent_pos, state.landmark_pos)
-        global_reward = -to_landmarks.min(axis=1).sum(axis=1)
-        local = np.zeros(state.agent_pos.shape[:2], np.float64)
+    def rewards(self, frame: Frame) -> F64:
+        to_landmarks = distances(frame.agent_pos, frame.landmark_pos)
+        global_reward = -to_landmarks.min(axis=0).sum(axis=0)
+        local = np.zeros(frame.agent_pos[:, 0].shape, np.float64)
         if self.collision_penalty:
             size = self.bodies.agent_size
-            collide = distances(state.agent_pos, state.agent_pos) < size[:, None] + size[None, :]
-            local = -(collide & self._not_self).sum(axis=2).astype(np.float64)
+            touching = size[:, None] + size[None, :]
+            collide = distances(frame.agent_pos, frame.agent_pos) < touching[:, :, None]
+            local = -(collide & self._not_self[:, :, None]).sum(axis=1).astype(np.float64)
         assert self.local_ratio is not None
-        shared = global_reward[:, None] * (1 - self.local_ratio)
+        shared = global_reward[None] * (1 - self.local_ratio)
         rewards: F64 = shared + local * self.local_ratio
         return rewards
 
-    def is_terminal(self, state: WorldState) -> BoolArray:
+    def is_terminal(self, frame: Frame) -> BoolArray:
         if not self.terminate_on_success:
-            return super().is_terminal(state)
-        covered = distances(state.agent_pos, state.landmark_pos).min(axis=1) < self.CAPTURE_RADIUS
-        done: BoolArray = covered.all(axis=1)
+            return super().is_terminal(frame)
+        to_landmarks = distances(frame.agent_pos, frame.landmark_pos)
+        done: BoolArray = (to_landmarks.min(axis=0) < self.CAPTURE_RADIUS).all(axis=0)
         return done

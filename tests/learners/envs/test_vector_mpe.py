@@ -12,6 +12,7 @@ from scipy import stats
 
 from learners.envs.mpe import parallel_env
 from learners.envs.vector import SCENARIOS, VectorMPE, WorldState
+from learners.envs.vector.world import Frame
 
 TOL = 1e-5
 COPIES = 3
@@ -178,7 +179,7 @@ def test_rewards_and_obs_equal_mpe2_in_far_states(env_id: str, kwargs: dict[str,
     # mpe2 colours simple_push's agent by its goal at reset: keep the goal the env drew.
     state.goal[:] = world_state([env]).goal[0]
     obs = engine.set_state(state)
-    rewards = engine.scenario.rewards(engine.get_state())
+    rewards = engine.scenario.rewards(Frame.of(engine.get_state())).T
     raw = env.unwrapped
     for i in range(engine.num_envs):
         put_state(env, state, i)
