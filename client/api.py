@@ -225,12 +225,16 @@ class Client:
                     yield event
                     if event.kind == "end":
                         return
-                return  # the server closed without ``end``: it is shutting down; reconnect
+                # Closed without ``end``: an API process shutting down; another one answers.
+                error = ApiError(0, "unreachable", "the event stream closed before the run ended")
             except ApiError as exc:
-                failures += 1
-                if exc.status != 0 or failures > reconnects:
+                if exc.status != 0:
                     raise
-                time.sleep(min(2.0, 0.25 * failures))
+                error = exc
+            failures += 1
+            if failures > reconnects:
+                raise error
+            time.sleep(min(2.0, 0.25 * failures))
 
     def download(
         self, experiment_id: str, path: str | os.PathLike[str], checkpoint_id: str | None = None

@@ -29,17 +29,19 @@ def test_watch_reconnects_after_the_last_event_it_saw() -> None:
         if len(seen_ids) == 1:  # the first connection breaks after event 7
             frames = _sse('id: 7\nevent: progress\ndata: {"step": 4, "total_steps": 8}\n\n')
             return httpx.Response(200, stream=_Broken(frames))
-        body = _sse(
-            ": keep-alive\n\n",
-            'id: 8\nevent: status\ndata: {"from": "running", "to": "succeeded"}\n\n',
-            'event: end\ndata: {"status": "succeeded"}\n\n',
-        )
+        if len(seen_ids) == 2:  # the second ends cleanly without ``end`` (an API shutting down)
+            body = _sse(
+                ": keep-alive\n\n",
+                'id: 8\nevent: status\ndata: {"from": "running", "to": "succeeded"}\n\n',
+            )
+        else:
+            body = _sse('event: end\ndata: {"status": "succeeded"}\n\n')
         return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
 
     with Client("http://api", KEY, transport=httpx.MockTransport(handler)) as client:
         events = list(client.watch(RUN))
     assert [(e.id, e.kind) for e in events] == [(7, "progress"), (8, "status"), (None, "end")]
-    assert seen_ids == [None, "7"]
+    assert seen_ids == [None, "7", "8"]
 
 
 class _Broken(httpx.SyncByteStream):
