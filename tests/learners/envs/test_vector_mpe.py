@@ -192,3 +192,17 @@ def test_rewards_and_obs_equal_mpe2_in_far_states(env_id: str, kwargs: dict[str,
         close(rewards[i], [expected[a] for a in engine.agent_ids], "rewards")
         compare_obs(env, engine, obs, {a: raw.observe(a) for a in engine.agent_ids}, i)
     env.close()
+
+
+def test_continuous_actions_out_of_bounds_are_clipped_as_mpe2_clips_them() -> None:
+    kwargs = {"continuous_actions": True}
+    env = parallel_env("simple_tag_v3", kwargs)
+    env.reset(seed=5)
+    engine = VectorMPE("simple_tag_v3", kwargs, 1, seed=0)
+    engine.set_state(world_state([env]))
+    actions = np.random.default_rng(2).uniform(-1.5, 2.5, (1, 4, 5)).astype(np.float32)
+    obs, rewards, _, _ = engine.step(actions)
+    observations, expected, _, _, _ = env.step(dict(zip(engine.agent_ids, actions[0], strict=True)))
+    compare_obs(env, engine, obs, observations, 0)
+    close(rewards[0], [expected[a] for a in engine.agent_ids], "rewards")
+    env.close()
