@@ -37,7 +37,8 @@ def credentials_path(env: Mapping[str, str] | None = None) -> Path:
 
 
 def load(env: Mapping[str, str] | None = None) -> Credentials:
-    """The environment's URL and key where set, each completed from the credentials file."""
+    """The environment's URL and key where set, completed from the credentials file (whose key
+    is used only with its own URL)."""
     env = os.environ if env is None else env
     url, key = env.get(URL_VARIABLE, "").strip(), env.get(KEY_VARIABLE, "").strip()
     path = credentials_path(env)
@@ -47,7 +48,11 @@ def load(env: Mapping[str, str] | None = None) -> Credentials:
         except (OSError, ValueError) as exc:
             reason = f"{path} is unreadable ({exc}); run 'marlforge login'"
             raise MissingCredentials(reason) from exc
-        url, key = url or str(stored.get("url", "")), key or str(stored.get("key", ""))
+        stored_url = str(stored.get("url", "")).rstrip("/")
+        # The saved key goes only to the server it was saved for, never to another MARLFORGE_URL.
+        if not key and (not url or url.rstrip("/") == stored_url):
+            key = str(stored.get("key", ""))
+        url = url or stored_url
     if not url or not key:
         missing = " and ".join(
             name for name, value in ((URL_VARIABLE, url), (KEY_VARIABLE, key)) if not value

@@ -109,3 +109,17 @@ def test_an_api_error_carries_status_code_message_and_fields() -> None:
     assert (err.value.status, err.value.code) == (422, "invalid_spec")
     assert [(f.field, f.reason) for f in err.value.fields] == [tuple(problem.values())]
     assert KEY not in repr(client) + str(err.value)
+
+
+def test_a_saved_key_goes_only_to_its_own_server(tmp_path: Path) -> None:
+    from client import config
+
+    env = {"XDG_CONFIG_HOME": str(tmp_path)}
+    config.save(config.Credentials("http://a:8000", KEY), env)
+    assert config.load(env) == config.Credentials("http://a:8000", KEY)
+    assert config.load({**env, "MARLFORGE_URL": "http://a:8000/"}).key == KEY
+    with pytest.raises(config.MissingCredentials, match="MARLFORGE_API_KEY"):
+        config.load({**env, "MARLFORGE_URL": "http://elsewhere"})
+    other = config.load({**env, "MARLFORGE_API_KEY": "mfk_other"})
+    assert (other.url, other.key) == ("http://a:8000", "mfk_other")
+    assert KEY not in repr(config.load(env))
