@@ -1,9 +1,10 @@
-"""The catalogue's MPE scenarios as array code: bodies, observations, rewards and ends.
+"""The scenario interface, the helpers every scenario's observation uses, and simple_spread.
 
-Each class mirrors one mpe2 scenario module (``mpe2/<scenario>/<scenario>.py``): the same agent
-order and names, the same observation layout (padded to the widest agent, padding left zero), the
-same rewards, written over the env axis. Loops run only over agent *types* (adversaries, good
-agents), never over agents or copies.
+A scenario class mirrors one mpe2 scenario module (``mpe2/<scenario>/<scenario>.py``): the same
+agent order and names, the same observation layout (padded to the widest agent, padding left zero),
+the same rewards and ends, written over a ``Frame`` (agents first, copies last). Code branches only
+on agent *types* (adversaries, good agents), never loops over agents or copies. The competitive
+scenarios are in ``competitive.py``.
 """
 
 from __future__ import annotations
