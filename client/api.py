@@ -154,6 +154,21 @@ class Client:
         """Queue a cancelled or failed experiment again, from its latest checkpoint."""
         return self._json("POST", f"/v1/experiments/{experiment_id}/resume")
 
+    def submit_match(self, match: Json) -> Json:
+        """Start a match (``POST /v1/matches``): one team's policy against another's."""
+        return self._json("POST", "/v1/matches", json=match)
+
+    def matches(self, *, status: str | None = None, limit: int = 50) -> Json:
+        """One page of the project's matches, newest first: ``{"items", "next_after"}``."""
+        params: dict[str, Any] = {"limit": limit}
+        if status is not None:
+            params["status"] = status
+        return self._json("GET", "/v1/matches", params=params)
+
+    def match(self, match_id: str) -> Json:
+        """One match, with its result once played."""
+        return self._json("GET", f"/v1/matches/{match_id}")
+
     def checkpoints(self, experiment_id: str) -> JsonList:
         """The kept checkpoints, oldest first (``id``, ``step``, ``size_bytes``, ``sha256``)."""
         items: JsonList = self._json("GET", f"/v1/experiments/{experiment_id}/checkpoints")["items"]

@@ -1,5 +1,6 @@
 """The ``marlforge`` verbs of a researcher's machine, over the REST API (``client.api``):
-``login``, ``submit``, ``ls``, ``show``, ``watch``, ``logs``, ``cancel``, ``resume``, ``download``.
+``login``, ``submit``, ``ls``, ``show``, ``watch``, ``logs``, ``cancel``, ``resume``, ``download``,
+and ``match ...`` (``client.matches``).
 
 ``core.cli`` adds these parsers (``add_parsers``) and hands their arguments to ``run``. Exit codes
 (docs/client.md): 0 ok; 1 the run failed or was cancelled, or the API refused the request; 2 a
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from client import config
+from client import config, matches
 from client.api import ApiError, Client, Json
 from client.watch import Watcher
 
@@ -27,7 +28,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_AUTH, EXIT_UNREACHABLE = 
 STATUSES = ("queued", "running", "cancelling", "succeeded", "failed", "cancelled")
 Verb = Callable[[Client, argparse.Namespace], int]
 
-VERBS = ("login", "submit", "ls", "show", "watch", "logs", "cancel", "resume", "download")
+VERBS = ("login", "submit", "ls", "show", "watch", "logs", "cancel", "resume", "download", "match")
 
 
 class UsageError(Exception):
@@ -69,6 +70,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     download.add_argument("--checkpoint", default="latest", help="its id (default: latest)")
     download.add_argument("-o", "--output", default=None, help="the file to write")
     _json_flag(download)
+    matches.add_parser(sub, _read_spec, _json_flag)
 
 
 def _json_flag(parser: argparse.ArgumentParser) -> None:
@@ -283,4 +285,5 @@ VERB_FUNCTIONS: dict[str, Verb] = {
     "cancel": cancel,
     "resume": resume,
     "download": download,
+    "match": matches.run,
 }

@@ -208,3 +208,33 @@ def test_watch_exits_1_when_the_run_is_cancelled(
     events = marlforge("watch", experiment_id, "--json", env=_env(live_server))
     kinds = [json.loads(line)["kind"] for line in events.stdout.splitlines()]
     assert events.returncode == 1 and kinds[0] == "status" and kinds[-1] == "end"
+
+
+def test_a_match_is_started_watched_listed_and_refused_from_the_cli(
+    live_server: LiveServer, marlforge: Cli, tmp_path: Path
+) -> None:
+    match = {
+        "env": {"suite": "mpe", "id": "simple_tag_v3"},
+        "teams": {"adversary": "random", "agent": "random"},
+        "episodes": 3,
+        "seed": 5,
+    }
+    (tmp_path / "match.json").write_text(json.dumps(match))
+    (tmp_path / "bad.json").write_text(json.dumps({**match, "teams": {"adversary": "random"}}))
+
+    played = marlforge("match", "submit", str(tmp_path / "match.json"), "--watch",
+                       env=_env(live_server))  # fmt: skip
+    match_id = played.stdout.splitlines()[0]
+    listed = marlforge("match", "ls", "--json", env=_env(live_server))
+    shown = marlforge("match", "show", match_id, "--json", env=_env(live_server))
+    refused = marlforge("match", "submit", str(tmp_path / "bad.json"), env=_env(live_server))
+
+    assert played.returncode == 0, played.stdout + played.stderr
+    assert re.search(r"^return +adversary: -?[0-9.]+ \(95% CI ", played.stdout, re.M)
+    assert re.search(r"^score +collisions_per_episode = [0-9.]+$", played.stdout, re.M)
+    assert match_id in [m["id"] for m in json.loads(listed.stdout)["items"]]
+    body = json.loads(shown.stdout)
+    assert body["status"] == "succeeded" and body["result"]["episodes"] == 3
+    assert body == live_server.api.http.get(f"/v1/matches/{match_id}").json()
+    assert refused.returncode == 1
+    assert "teams: simple_tag_v3 has the teams adversary, agent" in refused.stderr
