@@ -11,10 +11,11 @@ it from an mpe2 env's state. tests/learners/envs/test_vector_mpe.py holds it equ
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from gymnasium.utils import seeding
 from numpy.typing import NDArray
 
 from learners.envs.vector.competitive import SimpleAdversary, SimplePush, SimpleTag
@@ -82,20 +83,40 @@ class VectorMPE:
             [j * self.obs_dim + np.arange(dim) for j, dim in enumerate(self.obs_dims)]
         )
 
-    def reset(self, mask: BoolArray | None = None) -> F32:
+    def reset(self, mask: BoolArray | None = None, seeds: Sequence[int] | None = None) -> F32:
         """Start new episodes in the copies ``mask`` selects (all by default); returns every copy's
         observation (E, A, obs_dim). Draws as mpe2's ``reset_world`` does: the goal landmark, then
-        agents uniform in [-1, 1]^2, landmarks in the scenario's range, all at rest."""
+        agents uniform in [-1, 1]^2, landmarks in the scenario's range, all at rest.
+
+        Without ``seeds`` the draws come from the engine's one generator. With ``seeds`` (one per
+        selected copy, in copy order) each copy draws from gymnasium's ``np_random(seed)``, the
+        generator mpe2's ``reset(seed=seed)`` makes, in mpe2's order: the copy starts exactly as
+        an mpe2 env reset with that seed does (a Python loop over the copies being reset)."""
         index = np.arange(self.num_envs) if mask is None else np.flatnonzero(mask)
-        count, frame, bodies = len(index), self._frame, self.scenario.bodies
-        if self.scenario.draws_goal:
-            frame.goal[index] = self._rng.integers(bodies.num_landmarks, size=count)
-        frame.agent_pos[:, :, index] = self._rng.uniform(-1, 1, (bodies.num_agents, 2, count))
+        if seeds is None:
+            self._draw(index, self._rng)
+        else:
+            if len(seeds) != len(index):
+                raise ValueError(f"{len(index)} copies to reset but {len(seeds)} seeds")
+            for copy, seed in zip(index, seeds, strict=True):
+                self._draw(np.array([copy]), seeding.np_random(int(seed))[0])
+        frame = self._frame
         frame.agent_vel[:, :, index] = 0.0
-        limit, landmarks = self.scenario.landmark_range, bodies.num_landmarks
-        frame.landmark_pos[:, :, index] = self._rng.uniform(-limit, limit, (landmarks, 2, count))
         frame.steps[index] = 0
         return self.observe()
+
+    def _draw(self, index: NDArray[np.int64], rng: np.random.Generator) -> None:
+        """Draw the initial world of copies ``index`` from ``rng``, in mpe2's order: the goal, then
+        every agent's position (x, y per agent), then every landmark's."""
+        count, frame, bodies = len(index), self._frame, self.scenario.bodies
+        if self.scenario.draws_goal:
+            frame.goal[index] = rng.integers(bodies.num_landmarks, size=count)
+        # (count, bodies, 2) is the order the draws come in; the frame keeps copies last.
+        agents = rng.uniform(-1, 1, (count, bodies.num_agents, 2))
+        frame.agent_pos[:, :, index] = agents.transpose(1, 2, 0)
+        limit = self.scenario.landmark_range
+        landmarks = rng.uniform(-limit, limit, (count, bodies.num_landmarks, 2))
+        frame.landmark_pos[:, :, index] = landmarks.transpose(1, 2, 0)
 
     def step(self, actions: NDArray[np.generic]) -> tuple[F32, F64, BoolArray, BoolArray]:
         """Act in every copy: ``actions`` (E, A) integers in [0, 5) or (E, A, 5) in [0, 1].
