@@ -32,6 +32,15 @@ class EnvSuite(StrEnum):
     MPE = "mpe"
 
 
+class EnvEngine(StrEnum):
+    """What steps an ``mpe`` scenario: ``mpe2`` (the reference library, one copy at a time) or
+    ``vector`` (``learners/envs/vector``: mpe2's scenarios as array code, equal to it step for
+    step)."""
+
+    MPE2 = "mpe2"
+    VECTOR = "vector"
+
+
 class Device(StrEnum):
     """Where a run computes. ``auto`` takes CUDA when the worker has it; ``cuda`` never falls
     back."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from learners.config import AlgorithmConfig
-from learners.enums import Algorithm, Backend, Device, EnvSuite
+from learners.enums import Algorithm, Backend, Device, EnvEngine, EnvSuite
 
 if TYPE_CHECKING:
     from learners.registry import AlgorithmEntry
@@ -91,6 +91,11 @@ class EnvSpec(BaseModel):  # type: ignore[no-redef]
     """How many copies of the environment step in lockstep, batched into one array."""
     kwargs: dict[str, JsonValue] = Field(default_factory=dict)
     """Keyword arguments for the environment's own constructor (mpe2's ``N``, Pendulum's ``g``)."""
+    engine: EnvEngine = EnvEngine.MPE2
+    """``mpe`` only: what steps the scenario. ``mpe2`` (the default) is the reference library;
+    ``vector`` is MARLForge's array implementation of the same scenarios (``learners/envs/vector``),
+    equal to mpe2 step for step and from the same seeds, and many times faster. Replays render on
+    mpe2 either way. A ``gymnasium`` spec may not ask for ``vector``."""
 
 
 class EvaluationSpec(BaseModel):
@@ -252,7 +257,7 @@ def _with_env_defaults(envelope: SpecEnvelope, algo: AlgorithmEntry) -> SpecEnve
 
 def parse_spec(data: Mapping[str, Any]) -> ExperimentSpec:
     """Validate a submitted spec completely, or raise ``SpecError`` naming every bad field."""
-    from learners.envs.catalogue import validate_env
+    from learners.envs.catalogue import engine_errors, validate_env
     from learners.registry import entry
 
     if not isinstance(data, Mapping):
@@ -290,6 +295,7 @@ def parse_spec(data: Mapping[str, Any]) -> ExperimentSpec:
             )
         )
     errors.extend(validate_env(envelope.env.suite, envelope.env.id, envelope.env.kwargs, algo))
+    errors.extend(engine_errors(envelope.env))
 
     hyperparameters: dict[str, Any] = {}
     try:

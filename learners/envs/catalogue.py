@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from learners.enums import EnvSuite
+from learners.enums import EnvEngine, EnvSuite
 from learners.envs.base import VecEnv
 from learners.registry import ActionKind, AlgorithmEntry, entries
 from learners.spec import FieldError
@@ -220,6 +220,26 @@ def validate_env(
     return errors
 
 
+def engine_errors(env_spec: EnvSpec) -> list[FieldError]:
+    """Why ``env_spec.engine`` cannot step ``env_spec``: the vector engine serves mpe scenarios
+    only, with the kwargs it models. Empty when it can (or when the env or its kwargs are wrong
+    anyway: ``validate_env`` says so)."""
+    if env_spec.engine != EnvEngine.VECTOR:
+        return []
+    if env_spec.suite != EnvSuite.MPE:
+        reason = f"the vector engine steps mpe scenarios only, not {env_spec.suite} envs"
+        return [FieldError("env.engine", f"{reason}: leave env.engine out or set it to mpe2")]
+    if env_spec.id not in MPE_ENVS or kwarg_errors(env_spec.suite, env_spec.id, env_spec.kwargs):
+        return []
+    from learners.envs.vector.engine import build_scenario
+
+    try:
+        build_scenario(env_spec.id, dict(env_spec.kwargs))
+    except (ValueError, TypeError) as error:
+        return [FieldError("env.engine", f"the vector engine cannot run this env: {error}")]
+    return []
+
+
 def default_workers(num_envs: int, cpus: int | None = None) -> int:
     """How many worker processes step ``num_envs`` copies by default (0: in process)."""
     cpus = cpus if cpus is not None else (os.cpu_count() or 1)
@@ -229,11 +249,21 @@ def default_workers(num_envs: int, cpus: int | None = None) -> int:
     return workers if workers >= 2 else 0
 
 
+def _steps_on_vector(env_spec: EnvSpec, render: bool) -> bool:
+    """Whether the env steps on the vector engine: asked for, and not rendering (replays render
+    on mpe2, which the vector engine equals)."""
+    return env_spec.engine == EnvEngine.VECTOR and env_spec.suite == EnvSuite.MPE and not render
+
+
 def _local_factory(env_spec: EnvSpec, seed: int, render: bool) -> Any:
     from learners.envs.gymnasium_env import GymnasiumVecEnv
     from learners.envs.mpe import MPEVecEnv
 
-    cls = GymnasiumVecEnv if env_spec.suite == EnvSuite.GYMNASIUM else MPEVecEnv
+    cls: Any = GymnasiumVecEnv if env_spec.suite == EnvSuite.GYMNASIUM else MPEVecEnv
+    if _steps_on_vector(env_spec, render):
+        from learners.envs.vector.adapter import VectorVecEnv
+
+        cls = VectorVecEnv
     return functools.partial(cls, env_spec.id, dict(env_spec.kwargs), seed=seed, render=render)
 
 
@@ -247,11 +277,12 @@ def make_vec_env(
 ) -> VecEnv:
     """The batched env ``env_spec`` describes (``num_envs`` overrides the spec's count); episode
     seeds derive from ``seed``. ``workers`` forces stepping in that many processes (0 or 1: in
-    process); by default ``default_workers`` decides."""
+    process); by default ``default_workers`` decides, and the vector engine, which steps every
+    copy at once, steps in process."""
     count = num_envs if num_envs is not None else env_spec.num_envs
     factory = _local_factory(env_spec, seed, render)
     if workers is None:
-        workers = default_workers(count)
+        workers = 0 if _steps_on_vector(env_spec, render) else default_workers(count)
     if workers <= 1 or render:
         env: VecEnv = factory(count, first_copy=0)
         return env
