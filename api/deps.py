@@ -98,3 +98,10 @@ def checkpoint_id_param(checkpoint_id: str) -> str:
 SessionDep = Annotated[Session, Depends(get_session)]
 CheckpointId = Annotated[str, Depends(checkpoint_id_param)]
 ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+def json_request_body(schema_name: str) -> dict[str, Any]:
+    """The ``openapi_extra`` of a route that reads its JSON body by hand (``json_body``): the body
+    is required and follows ``#/components/schemas/<schema_name>``."""
+    schema = {"$ref": f"#/components/schemas/{schema_name}"}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}

@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from core.db import is_transient
 from core.errors import BrokerUnavailable, Conflict, NotFound, QuotaExceeded, ServiceError
+from core.ids import is_id
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,16 @@ _HTTP_CODES = {
     413: "too_large",
     415: "unsupported_media_type",
 }
+
+
+def check_cursor(after: str | None, what: str) -> None:
+    """A list's ``after`` cursor must be an id (of ``what``: "an experiment", "a match"); a 422
+    naming the parameter otherwise."""
+    if after is not None and not is_id(after):
+        reason = f"not {what} id"
+        raise ApiError(
+            422, "invalid_request", f"after: {reason}", [FieldProblem(field="after", reason=reason)]
+        )
 
 
 def error_json(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -22,7 +23,7 @@ from core import leases
 from core.db import make_engine, make_session_factory
 from core.queue import MATCH_TASK, RUN_TASK
 from core.settings import get_settings
-from core.storage import store_for
+from core.storage import ArtifactStore, store_for
 from core.streaming import publish_after_commit, publisher_for
 from workers import matches
 from workers.app import app
@@ -69,36 +70,39 @@ def _limits() -> RunLimits:
 @app.task(name=RUN_TASK, bind=True, max_retries=20)  # type: ignore[untyped-decorator]
 def run_experiment_task(self: Task, experiment_id: str) -> str:
     """Run one experiment; ``experiment_id`` is all the message carries."""
-    if _shutdown.is_set():
-        # A job handed over while the worker is stopping waits for the next worker untouched.
-        raise Reject(f"worker shutting down; experiment {experiment_id} not started", requeue=True)
-    storage = store_for(get_settings())
-    try:
-        outcome = run_experiment(
+    return _consume(
+        self,
+        f"experiment {experiment_id}",
+        lambda storage: run_experiment(
             experiment_id, _session_factory(), storage, _limits(), _shutdown.is_set, worker_id()
-        )
-    except OperationalError as exc:
-        # The database is unreachable: try again later instead of dropping the job.
-        log.warning("database unavailable for experiment %s: %s", experiment_id, exc)
-        raise self.retry(exc=exc, countdown=15) from exc
-    if outcome == Outcome.REQUEUE:
-        raise Reject(f"worker shutting down; experiment {experiment_id} requeued", requeue=True)
-    return outcome.value
+        ),
+    )
 
 
 @app.task(name=MATCH_TASK, bind=True, max_retries=20)  # type: ignore[untyped-decorator]
 def play_match_task(self: Task, match_id: str) -> str:
     """Play one match; ``match_id`` is all the message carries."""
-    if _shutdown.is_set():
-        raise Reject(f"worker shutting down; match {match_id} not started", requeue=True)
-    storage = store_for(get_settings())
-    try:
-        outcome = matches.play(
+    return _consume(
+        self,
+        f"match {match_id}",
+        lambda storage: matches.play(
             match_id, _session_factory(), storage, _limits(), worker_id(), _shutdown.is_set
-        )
+        ),
+    )
+
+
+def _consume(task: Task, what: str, job: Callable[[ArtifactStore], Outcome]) -> str:
+    """Do ``job`` for one message, and tell the broker how it went: a worker stopping hands the
+    message back (before the job starts, or when the job asks to be requeued); a database that
+    cannot be reached has the message tried again later instead of dropped."""
+    if _shutdown.is_set():
+        # A job handed over while the worker is stopping waits for the next worker untouched.
+        raise Reject(f"worker shutting down; {what} not started", requeue=True)
+    try:
+        outcome = job(store_for(get_settings()))
     except OperationalError as exc:
-        log.warning("database unavailable for match %s: %s", match_id, exc)
-        raise self.retry(exc=exc, countdown=15) from exc
+        log.warning("database unavailable for %s: %s", what, exc)
+        raise task.retry(exc=exc, countdown=15) from exc
     if outcome == Outcome.REQUEUE:
-        raise Reject(f"worker shutting down; match {match_id} requeued", requeue=True)
+        raise Reject(f"worker shutting down; {what} requeued", requeue=True)
     return outcome.value

@@ -8,14 +8,14 @@ from fastapi import Depends, Header, Query, Response
 from sqlalchemy.orm import Session
 
 from api.auth import ExperimentId, PrincipalDep, project_router
-from api.deps import ServicesDep, SessionDep, json_body
-from api.errors import ApiError, FieldProblem, error_responses
+from api.deps import ServicesDep, SessionDep, json_body, json_request_body
+from api.errors import ApiError, FieldProblem, check_cursor, error_responses
 from api.schemas import ExperimentOut, ExperimentPage
 from core import experiments as service
 from core import idempotency
 from core.auth import Principal
 from core.enums import ExperimentStatus
-from core.ids import ID_PATTERN, is_id
+from core.ids import ID_PATTERN
 from core.models import Experiment
 from core.quotas import check_project_limits, check_spec_bounds
 from core.repositories import ExperimentFilter, ExperimentRepository
@@ -45,14 +45,7 @@ SPEC_SCHEMA_NAME = "ExperimentSpecInput"
     "and `Idempotent-Replayed: true`; nothing is stored or queued again. The same key with a "
     "different body is a 409 `idempotency_conflict`. Keys are kept at least 24 hours.",
     responses=error_responses(400, 409, 413, 415, 422, 429, 503),
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/json": {"schema": {"$ref": f"#/components/schemas/{SPEC_SCHEMA_NAME}"}}
-            },
-        }
-    },
+    openapi_extra=json_request_body(SPEC_SCHEMA_NAME),
 )
 def create_experiment(
     body: Annotated[Any, Depends(json_body)],
@@ -159,13 +152,7 @@ def list_experiments(
         ),
     ] = None,
 ) -> ExperimentPage:
-    if after is not None and not is_id(after):
-        raise ApiError(
-            422,
-            "invalid_request",
-            "after: not an experiment id",
-            [FieldProblem(field="after", reason="not an experiment id")],
-        )
+    check_cursor(after, "an experiment")
     rows = ExperimentRepository(session).page(
         ExperimentFilter(
             project_id=principal.project_id,
@@ -206,12 +193,7 @@ def get_experiment(experiment_id: ExperimentId, session: SessionDep) -> Experime
     "naming the field: what a run trains is fixed at submission. The run's log records who "
     "changed what. Needs the member role.",
     responses=error_responses(400, 404, 413, 415, 422),
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SpecEdit"}}},
-        }
-    },
+    openapi_extra=json_request_body("SpecEdit"),
 )
 def edit_experiment(
     experiment_id: ExperimentId,

@@ -12,9 +12,9 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from api.auth import PrincipalDep, project_router
-from api.deps import ServicesDep, SessionDep, json_body
+from api.deps import ServicesDep, SessionDep, json_body, json_request_body
 from api.downloads import whole_object
-from api.errors import ApiError, FieldProblem, error_responses
+from api.errors import ApiError, FieldProblem, check_cursor, error_responses
 from core import matches as service
 from core.enums import MatchStatus
 from core.ids import ID_PATTERN, is_id
@@ -141,14 +141,7 @@ MatchDep = Annotated[Match, Depends(_match)]
     "agents, observation or action sizes do not fit the team's seats are each a 422 naming the "
     "field. The match is then queued on a worker; `GET /v1/matches/{id}` has its result.",
     responses=error_responses(400, 413, 415, 422, 503),
-    openapi_extra={
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/json": {"schema": {"$ref": f"#/components/schemas/{SPEC_SCHEMA_NAME}"}}
-            },
-        }
-    },
+    openapi_extra=json_request_body(SPEC_SCHEMA_NAME),
 )
 def create_match(
     body: Annotated[Any, Depends(json_body)],
@@ -189,13 +182,7 @@ def list_matches(
     ] = None,
     status: Annotated[MatchStatus | None, Query(description="Only this status.")] = None,
 ) -> MatchPage:
-    if after is not None and not is_id(after):
-        raise ApiError(
-            422,
-            "invalid_request",
-            "after: not a match id",
-            [FieldProblem(field="after", reason="not a match id")],
-        )
+    check_cursor(after, "a match")
     rows = MatchRepository(session).page(principal.project_id, limit + 1, after, status)
     items = [MatchOut.of(r) for r in rows[:limit]]
     return MatchPage(items=items, next_after=items[-1].id if len(rows) > limit else None)
