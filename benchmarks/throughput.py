@@ -13,10 +13,13 @@ with the algorithm's defaults (``--set key=value`` overrides a hyperparameter, J
 prints the training env steps/s beside the bare env's figure measured the same way.
 
     python benchmarks/throughput.py onpolicy --algorithms mappo ippo --env simple_spread_v3
+    python benchmarks/throughput.py onpolicy --engines mpe2 vector
 
 ``onpolicy`` measures MAPPO/IPPO training (rollout + update, no evaluation or checkpoints) against
 the bare env with random actions, interleaving the two, one rollout's worth of steps each, so that
-a busy machine slows both alike; it prints the medians and their ratio.
+a busy machine slows both alike; it prints the medians and their ratio. ``--engines mpe2 vector``
+runs each algorithm on both mpe engines (``env.engine``), their rounds interleaved, and prints the
+vector engine's training figure as a multiple of mpe2's.
 
 ``train`` and ``onpolicy`` take ``--device cuda`` (or ``auto``) to run the learner on a GPU; the
 environments always step on the CPU.
@@ -117,46 +120,75 @@ def bench_train(args: argparse.Namespace) -> None:
 
 def bench_on_policy(args: argparse.Namespace) -> None:
     from learners.backends import resolve_device
-    from learners.buffers.rollout import RolloutBuffer
     from learners.enums import Backend, Device
-    from learners.registry import entry
-    from learners.runners.on_policy import collect_rollout
 
-    spec = EnvSpec(suite=suite_of(args.env), id=args.env, num_envs=args.num_envs, kwargs={})
-    env = make_vec_env(spec, seed=0)
-    rng = np.random.default_rng(0)
-    actions = [random_actions(env.info, rng) for _ in range(64)]
     device = resolve_device(Backend(args.backend), Device(args.device))
-    print(f"{args.env}, {args.num_envs} envs, {args.rollouts} rollouts per figure, device {device}")
+    print(
+        f"{args.env}, {args.num_envs} envs, {args.rollouts} rollouts per figure, device {device}, "
+        f"engines {', '.join(args.engines)}"
+    )
     for algorithm in args.algorithms:
-        algo = entry(algorithm)
-        config = algo.config.resolve(spec.suite, spec.id, {})
-        learner = algo.learner_class(args.backend)(config, env.info, device, 0)
-        hidden = config.rnn_hidden_size if config.recurrent else None
-        buffer = RolloutBuffer(env.info, config.rollout_length, hidden)
-        steps = config.rollout_length * env.info.num_envs
-        obs, memory = env.reset(), learner.initial_memory(env.info.num_envs)
-        bare, acting, training = [], [], []
+        # One env and learner per engine, their rounds interleaved: a busy machine slows all alike.
+        runs = [_OnPolicyRun(args, algorithm, engine, device) for engine in args.engines]
         for rollout in range(args.rollouts + 1):
-            start = time.perf_counter()
-            for k in range(config.rollout_length):
-                env.step(actions[k % 64])
-            middle = time.perf_counter()
-            buffer.reset()
-            obs, memory = collect_rollout(env, learner, buffer, obs, memory)
-            collected = time.perf_counter()
-            learner.update(buffer)
-            end = time.perf_counter()
-            if rollout:  # the first round warms up
-                bare.append(steps / (middle - start))
-                acting.append(steps / (collected - middle))
-                training.append(steps / (end - middle))
-        b, a, t = (statistics.median(x) for x in (bare, acting, training))
-        print(
-            f"  {algorithm}/{args.backend}: bare env {b:7.0f}  rollout only {a:7.0f} "
-            f"({a / b:4.0%})  training {t:7.0f} env steps/s ({t / b:4.0%} of the bare env)"
+            for run in runs:
+                run.round(record=rollout > 0)  # the first round warms up
+        for run in runs:
+            run.report(runs[0])
+            run.env.close()
+
+
+class _OnPolicyRun:
+    """One algorithm on one engine: rounds of bare stepping, a rollout and an update."""
+
+    def __init__(self, args: argparse.Namespace, algorithm: str, engine: str, device: str) -> None:
+        from learners.buffers.rollout import RolloutBuffer
+        from learners.registry import entry
+
+        spec = EnvSpec(suite=suite_of(args.env), id=args.env, num_envs=args.num_envs, engine=engine)
+        self.name, self.engine = f"{algorithm}/{args.backend}", engine
+        self.env = make_vec_env(spec, seed=0)
+        rng = np.random.default_rng(0)
+        self.actions = [random_actions(self.env.info, rng) for _ in range(64)]
+        algo = entry(algorithm)
+        self.config = algo.config.resolve(spec.suite, spec.id, {})
+        self.learner = algo.learner_class(args.backend)(self.config, self.env.info, device, 0)
+        hidden = self.config.rnn_hidden_size if self.config.recurrent else None
+        self.buffer = RolloutBuffer(self.env.info, self.config.rollout_length, hidden)
+        self.steps = self.config.rollout_length * self.env.info.num_envs
+        self.obs, self.memory = self.env.reset(), self.learner.initial_memory(args.num_envs)
+        self.bare: list[float] = []
+        self.acting: list[float] = []
+        self.training: list[float] = []
+
+    def round(self, record: bool) -> None:
+        from learners.runners.on_policy import collect_rollout
+
+        start = time.perf_counter()
+        for k in range(self.config.rollout_length):
+            self.env.step(self.actions[k % 64])
+        middle = time.perf_counter()
+        self.buffer.reset()
+        self.obs, self.memory = collect_rollout(
+            self.env, self.learner, self.buffer, self.obs, self.memory
         )
-    env.close()
+        collected = time.perf_counter()
+        self.learner.update(self.buffer)
+        end = time.perf_counter()
+        if record:
+            self.bare.append(self.steps / (middle - start))
+            self.acting.append(self.steps / (collected - middle))
+            self.training.append(self.steps / (end - middle))
+
+    def report(self, first: _OnPolicyRun) -> None:
+        b, a, t = (statistics.median(x) for x in (self.bare, self.acting, self.training))
+        versus = ""
+        if first is not self:
+            versus = f"  ({t / statistics.median(first.training):.1f}x {first.engine}'s training)"
+        print(
+            f"  {self.name} on {self.engine:>6}: bare env {b:8.0f}  rollout only {a:7.0f} "
+            f"({a / b:4.0%})  training {t:7.0f} env steps/s ({t / b:4.0%} of the bare env)" + versus
+        )
 
 
 def main() -> None:
@@ -188,6 +220,10 @@ def main() -> None:
     on.add_argument("--num-envs", type=int, default=8)
     on.add_argument("--rollouts", type=int, default=7)
     on.add_argument("--device", choices=["cpu", "cuda", "auto"], default="cpu")
+    on.add_argument(
+        "--engines", nargs="+", choices=["mpe2", "vector"], default=["mpe2"],
+        help="mpe engines to compare side by side (env.engine)",
+    )  # fmt: skip
     args = parser.parse_args()
     commands = {"envs": bench_envs, "train": bench_train, "onpolicy": bench_on_policy}
     commands[args.command](args)
