@@ -4,7 +4,7 @@
 // names appears next to its field, as on the new run form. `?run=<id>` (the run page's link) seats
 // that run's policy in the first team (`&team=<team>` picks another).
 
-import { ApiError, api, competitiveScenarios, fill, h, when } from "./util.js";
+import { ApiError, api, competitiveScenarios, fill, formErrors, h, when } from "./util.js";
 
 const RANDOM = "random";
 
@@ -42,6 +42,7 @@ export async function mount(root, params) {
   const seed = h("input", { type: "number", name: "seed", value: "0", step: "1" });
   const teamsBox = h("div", { class: "grid", id: "teams" });
   const errors = h("div", { class: "errors", id: "form-errors", role: "alert" });
+  const problems = formErrors(root, errors, "The match was refused:");
   const submit = h("button", { class: "primary", type: "submit", "data-action": "submit" }, "Start match");
   let seats = new Map(); // team -> {policy, checkpoint}
 
@@ -108,45 +109,16 @@ export async function mount(root, params) {
     };
   }
 
-  function clearErrors() {
-    fill(errors);
-    root.querySelectorAll(".field.invalid").forEach((f) => f.classList.remove("invalid"));
-    root.querySelectorAll(".field-error").forEach((f) => fill(f));
-  }
-
-  /** The field an error path belongs to: exact, else its nearest named parent. */
-  function fieldFor(path) {
-    for (let p = path; p; p = p.includes(".") ? p.slice(0, p.lastIndexOf(".")) : "") {
-      const el = root.querySelector(`.field[data-field="${CSS.escape(p)}"]`);
-      if (el) return el;
-    }
-    return null;
-  }
-
-  function showErrors(e) {
-    const unplaced = [];
-    for (const f of e.fields || []) {
-      const el = fieldFor(f.field);
-      if (!el) { unplaced.push(`${f.field}: ${f.reason}`); continue; }
-      el.classList.add("invalid");
-      // A team's own error line is its last child; a field's is its own .field-error.
-      const line = el.dataset.team ? el.lastElementChild : el.querySelector(".field-error");
-      line.append(h("div", {}, f.reason));
-    }
-    if (!(e.fields || []).length) fill(errors, e.message);
-    else if (unplaced.length) fill(errors, h("div", {}, "The match was refused:"), unplaced.map((u) => h("div", { class: "small" }, u)));
-  }
-
   async function onSubmit(event) {
     event.preventDefault();
-    clearErrors();
+    problems.clear();
     submit.disabled = true;
     try {
       const created = await api("/v1/matches", { method: "POST", body: body() });
       location.hash = `#/matches/${created.id}`;
     } catch (e) {
       if (!(e instanceof ApiError)) throw e;
-      showErrors(e);
+      problems.show(e);
     } finally {
       submit.disabled = false;
     }

@@ -3,7 +3,7 @@
 // and the spec's own schema (/openapi.json). Edit as a form or as JSON; the server validates, and
 // each error it names appears next to its field.
 
-import { ApiError, api, fill, h } from "./util.js";
+import { ApiError, api, fill, formErrors, h } from "./util.js";
 
 const SUGGESTED_TOTAL_STEPS = 20000;
 
@@ -74,6 +74,7 @@ export async function mount(root) {
   const errors = h("div", { class: "errors", id: "form-errors", role: "alert" });
   const json = h("textarea", { name: "spec-json", spellcheck: "false", "aria-label": "spec as JSON" });
   const formView = h("div", { id: "form-view" });
+  const problems = formErrors(formView, errors, "The spec was refused:");
   const jsonView = h("div", { id: "json-view", hidden: true },
     h("p", { class: "small muted" }, "The whole spec as JSON; it is sent as written."), json);
   const submit = h("button", { class: "primary", type: "submit", "data-action": "submit" }, "Start run");
@@ -180,7 +181,7 @@ export async function mount(root) {
   }
 
   function switchTo(next) {
-    clearErrors();
+    problems.clear();
     if (next === mode) return;
     try {
       if (next === "json") json.value = JSON.stringify(fromForm(), null, 2);
@@ -195,44 +196,16 @@ export async function mount(root) {
     tabs.querySelectorAll("button").forEach((b) => b.classList.toggle("active", b.dataset.tab === mode));
   }
 
-  function clearErrors() {
-    fill(errors);
-    root.querySelectorAll(".field.invalid").forEach((f) => f.classList.remove("invalid"));
-    root.querySelectorAll(".field-error").forEach((f) => fill(f));
-  }
-
-  /** The form field an error path belongs to: exact, else its nearest named parent. */
-  function fieldFor(path) {
-    for (let p = path; p; p = p.includes(".") ? p.slice(0, p.lastIndexOf(".")) : "") {
-      const el = formView.querySelector(`.field[data-field="${CSS.escape(p)}"]`);
-      if (el) return el;
-    }
-    return null;
-  }
-
-  function showErrors(e) {
-    const unplaced = [];
-    for (const f of e.fields || []) {
-      const el = mode === "form" ? fieldFor(f.field) : null;
-      if (!el) { unplaced.push(`${f.field}: ${f.reason}`); continue; }
-      el.classList.add("invalid");
-      el.querySelector(".field-error").append(h("div", {}, f.reason));
-    }
-    if (!(e.fields || []).length) fill(errors, e.message);
-    else fill(errors, unplaced.length ? [h("div", {}, "The spec was refused:"),
-      unplaced.map((u) => h("div", { class: "small" }, u))] : null);
-  }
-
   async function onSubmit(event) {
     event.preventDefault();
-    clearErrors();
+    problems.clear();
     submit.disabled = true;
     try {
       const body = mode === "json" ? json.value : fromForm();
       const created = await api("/v1/experiments", { method: "POST", body });
       location.hash = `#/runs/${created.id}`;
     } catch (e) {
-      showErrors(e);
+      problems.show(e, mode === "form");
     } finally {
       submit.disabled = false;
     }

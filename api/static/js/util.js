@@ -136,3 +136,37 @@ export function competitiveScenarios(catalogue) {
   }
   return found;
 }
+
+/** A form's way of showing a refused request (422): each field's reason next to the field it
+ *  belongs to (`.field[data-field=path]`, else its nearest named parent; a team's box takes its
+ *  reason on its last line), the rest listed in `summary` under `refused`. */
+export function formErrors(form, summary, refused) {
+  function fieldFor(path) {
+    for (let p = path; p; p = p.includes(".") ? p.slice(0, p.lastIndexOf(".")) : "") {
+      const el = form.querySelector(`.field[data-field="${CSS.escape(p)}"]`);
+      if (el) return el;
+    }
+    return null;
+  }
+  return {
+    clear() {
+      fill(summary);
+      form.querySelectorAll(".field.invalid").forEach((f) => f.classList.remove("invalid"));
+      form.querySelectorAll(".field-error").forEach((f) => fill(f));
+    },
+    /** Show `e`'s fields; with `place` false (a JSON editor), all of them in the summary. */
+    show(e, place = true) {
+      const unplaced = [];
+      for (const f of e.fields || []) {
+        const el = place ? fieldFor(f.field) : null;
+        if (!el) { unplaced.push(`${f.field}: ${f.reason}`); continue; }
+        el.classList.add("invalid");
+        const line = el.dataset.team ? el.lastElementChild : el.querySelector(".field-error");
+        line.append(h("div", {}, f.reason));
+      }
+      if (!(e.fields || []).length) fill(summary, e.message);
+      else fill(summary, unplaced.length ? [h("div", {}, refused),
+        unplaced.map((u) => h("div", { class: "small" }, u))] : null);
+    },
+  };
+}
