@@ -121,11 +121,15 @@ def _ddpg_plan(cfg: DDPGConfig, shape: EnvShape) -> Plan:
     shared = cfg.share_parameters if isinstance(cfg, MADDPGConfig) else True
     ids = n if maddpg and shared else 0
     actor_in = d + ids
-    critic_in = n * (d + a) + ids if maddpg else d + a
+    # MADDPG's critic sees the joint observation and action; DDPG's, and MADDPG's with
+    # centralised_critic false (independent learners), the agent's own.
+    centralised = isinstance(cfg, MADDPGConfig) and cfg.centralised_critic
+    joint = n * (d + a) if centralised else d + a
+    critic_in = joint + ids
     if maddpg and shared and len(shape.team_sizes) > 1:
         # One actor and one critic per team, its agents told apart by ids within the team.
         params = sum(
-            mlp_params(d + k, h, a) + mlp_params(n * (d + a) + k, h, 1) for k in shape.team_sizes
+            mlp_params(d + k, h, a) + mlp_params(joint + k, h, 1) for k in shape.team_sizes
         )
     else:
         copies = 1 if shared else n

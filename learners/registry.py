@@ -116,7 +116,8 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         summary="Multi-agent DDPG (Lowe et al., 2017): deterministic per-agent actors and "
         "centralised critics on every agent's observation and action, soft target updates and "
         "exploration noise; continuous actions, or discrete ones through Gumbel-softmax; shared "
-        "parameters with one-hot agent ids by default.",
+        "parameters with one-hot agent ids by default. maddpg with centralised_critic: false = "
+        "independent DDPG learners (the paper's DDPG baseline).",
         config=MADDPGConfig,
         multi_agent=True,
         suites=frozenset({EnvSuite.MPE}),

@@ -23,6 +23,10 @@ apart by a one-hot agent id appended to their inputs (checkpoint names ``actor.l
 before teams existed); on a scenario with several teams each team has its own shared actor and
 critic (``actor.teams.<k>.layers...``, k in ``EnvInfo.team_names`` order) with ids within the
 team; ``share_parameters=false`` gives every agent its own networks (``actor.agents.<i>...``).
+
+``centralised_critic=false`` is the paper's DDPG baseline: independent DDPG learners, each agent's
+critic Q_i(o_i, a_i) seeing only its own observation and action (as IPPO is MAPPO with a
+decentralised critic); everything else, parameter sharing within a team included, is unchanged.
 """
 
 from __future__ import annotations
@@ -62,6 +66,9 @@ class MADDPGConfig(DDPGConfig):
     """One actor and one critic per team, shared by the team's agents and told apart by one-hot
     agent ids (never shared across teams: a cooperative scenario's one team shares one of each);
     ``false`` gives each agent its own actor and critic."""
+    centralised_critic: bool = True
+    """Each agent's critic Q_i sees every agent's observation and action (MADDPG); ``false``: only
+    its own, Q_i(o_i, a_i): independent DDPG learners, the paper's DDPG baseline."""
     gumbel_temperature: float = Field(default=1.0, gt=0, le=100)
     """Temperature of the Gumbel-softmax relaxation of discrete actions (unused for continuous)."""
 
@@ -78,12 +85,16 @@ def network_layout(config: MADDPGConfig, info: EnvInfo) -> NetworkLayout:
     return "shared" if len(info.team_names) == 1 else "teams"
 
 
-def input_dims(info: EnvInfo, layout: NetworkLayout) -> tuple[int, int]:
-    """The actor's and the critic's input widths: the own observation, or every agent's
-    observation and action, plus the N-wide one-hot id appended outside the network when one
-    network serves every agent (per-team networks append their own ids within the team)."""
+def input_dims(
+    info: EnvInfo, layout: NetworkLayout, *, centralised_critic: bool = True
+) -> tuple[int, int]:
+    """The actor's and the critic's input widths: the own observation, and every agent's
+    observation and action (centralised) or the agent's own (decentralised), plus the N-wide
+    one-hot id appended outside the network when one network serves every agent (per-team
+    networks append their own ids within the team)."""
     ids = info.num_agents if layout == "shared" else 0
-    return info.obs_dim + ids, info.num_agents * (info.obs_dim + info.action_dim) + ids
+    seen = info.num_agents if centralised_critic else 1
+    return info.obs_dim + ids, seen * (info.obs_dim + info.action_dim) + ids
 
 
 def explore_discrete(

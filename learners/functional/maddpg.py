@@ -18,6 +18,11 @@ actions pass through ``stop_gradient`` and the other agents' live actions are no
 gradient reaches any actor except through the agent's own slot; the actor loss is then DDPG's
 ``-masked mean_i Q_i`` over those per-agent joint actions. With parameters shared within a team,
 the shared actor's gradient is therefore the sum of each member's own term.
+
+With ``centralised_critic=false`` (independent DDPG learners, the paper's baseline) agent i's
+critic Q_i(o_i, a_i) sees only its own observation and action: ``own_actions`` picks slot i of row
+i out of those per-agent joint actions, so the actor update is the same code path and the same
+gradient rule.
 """
 
 from __future__ import annotations
@@ -44,3 +49,9 @@ def actor_joint_actions(ops: Ops[A], policy_actions: A, buffer_actions: A, own: 
     live = ops.expand_dims(policy_actions, 1)
     stored = ops.stop_gradient(ops.expand_dims(buffer_actions, 1))
     return ops.where(own > 0.5, live, stored)
+
+
+def own_actions(ops: Ops[A], joint_actions: A, own: A) -> A:
+    """Each agent's own action (B, N, action_dim) out of per-agent joint actions (B, N, N,
+    action_dim): slot i of row i, what a decentralised critic Q_i(o_i, a_i) takes."""
+    return ops.sum(joint_actions * own, axis=2)

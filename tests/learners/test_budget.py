@@ -293,7 +293,12 @@ def test_buffer_formulas_match_the_buffers_byte_for_byte(env: dict[str, Any]) ->
         assert _array_bytes(rollout) == rollout_bytes(shape, 100, info.num_envs, hidden)
 
 
-VARIANTS: list[dict[str, Any]] = [{}, {"share_parameters": False}, {"recurrent": True}]
+VARIANTS: list[dict[str, Any]] = [
+    {},
+    {"share_parameters": False},
+    {"recurrent": True},
+    {"centralised_critic": False},
+]
 
 
 def _variants(algorithm: Algorithm) -> list[dict[str, Any]]:

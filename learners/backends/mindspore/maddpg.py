@@ -8,6 +8,8 @@ The MindSpore twin of ``learners.backends.torch.maddpg.TorchMADDPG``:
 - critics see every agent's observation and a joint action (flattened), plus the agent id when
   shared, and give each agent its own Q value (B, N); in the actor's update agent i's critic sees
   its own policy action and the buffer's actions of the others (``learners.functional.maddpg``);
+- with ``centralised_critic=false`` each critic sees only its agent's own observation and action
+  (independent DDPG learners);
 - agent ids are built from the batch in hand (its real shape), never from the configured batch
   size (seeds defect 6);
 - discrete actions: the actor gives logits, the critic takes one-hot actions, the actor's update
@@ -41,7 +43,7 @@ from learners.buffers.replay import ReplayBatch
 from learners.envs.base import EnvInfo, Observation
 from learners.envs.teams import team_indices
 from learners.functional.distributions import masked_logits
-from learners.functional.maddpg import actor_joint_actions, own_action_mask
+from learners.functional.maddpg import actor_joint_actions, own_action_mask, own_actions
 
 # torch's clamp bounds for the uniform draw: log(-log(u)) stays finite at both ends.
 UNIFORM_LOW, UNIFORM_HIGH = 1e-10, 1.0 - 1e-7
@@ -57,12 +59,13 @@ class MADDPGNets(DDPGNets):
         self.num_agents, self.action_dim = info.num_agents, info.action_dim
         self.temperature = config.gumbel_temperature
         self.own = Tensor(own_action_mask(info.num_agents))
+        self.centralised = config.centralised_critic
 
     def _build(  # type: ignore[override]
         self, config: MADDPGConfig, info: EnvInfo, init: np.random.Generator, trainable: bool
     ) -> tuple[Any, Any]:
         layout = network_layout(config, info)
-        actor_in, critic_in = input_dims(info, layout)
+        actor_in, critic_in = input_dims(info, layout, centralised_critic=config.centralised_critic)
         actor_kw: dict[str, Any] = {
             "tanh_output": info.action_kind != "discrete", "trainable": trainable,
         }  # fmt: skip
@@ -99,6 +102,10 @@ class MADDPGNets(DDPGNets):
         """Each agent's Q (B, N) of the joint observation and a joint action: ``actions`` is one
         joint action (B, N, A) for every critic, or each critic's own (B, N, N, A)."""
         critic = self.target_critic if target else self.critic
+        if not self.centralised:  # Q_i(o_i, a_i): independent DDPG learners
+            if actions.ndim == 4:
+                actions = own_actions(OPS, actions, self.own)
+            return ops.squeeze(critic(self._with_ids(ops.cat((obs, actions), -1))), -1)
         batch, n = obs.shape[0], self.num_agents
         if actions.ndim == 3:
             shape = (batch, n, n, actions.shape[-1])

@@ -35,7 +35,7 @@ from learners.buffers.replay import ReplayBatch
 from learners.envs.base import EnvInfo, Observation
 from learners.envs.teams import team_indices
 from learners.functional.distributions import masked_logits
-from learners.functional.maddpg import actor_joint_actions, own_action_mask
+from learners.functional.maddpg import actor_joint_actions, own_action_mask, own_actions
 
 # torch's clamp bounds for the uniform draw: log(-log(u)) stays finite at both ends.
 UNIFORM_LOW, UNIFORM_HIGH = 1e-10, 1.0 - 1e-7
@@ -52,7 +52,9 @@ class TensorFlowMADDPG(MADDPGLearner, TensorFlowDDPG):
 
     def _build_networks(self, init: np.random.Generator, trainable: bool) -> tuple[Any, Any]:
         info = self.info
-        actor_in, critic_in = input_dims(info, self.layout)
+        actor_in, critic_in = input_dims(
+            info, self.layout, centralised_critic=self.config.centralised_critic
+        )
         actor = self._network_for(
             actor_in, info.action_dim, init, tanh_output=not self.discrete, trainable=trainable
         )
@@ -103,6 +105,10 @@ class TensorFlowMADDPG(MADDPGLearner, TensorFlowDDPG):
         """Each agent's Q (B, N) of the joint observation and a joint action: ``actions`` is one
         joint action (B, N, A) for every critic, or each critic's own (B, N, N, A)."""
         critic = self.target_critic if target else self.critic
+        if not self.config.centralised_critic:  # Q_i(o_i, a_i): independent DDPG learners
+            if actions.shape.rank == 4:
+                actions = own_actions(self.ops, actions, self._own)
+            return critic(self._with_ids(tf.concat([obs, actions], -1)))[..., 0]
         batch, n = tf.shape(obs)[0], self.info.num_agents
         if actions.shape.rank == 3:
             actions = tf.broadcast_to(actions[:, None], tf.stack([batch, n, n, actions.shape[-1]]))

@@ -7,6 +7,8 @@ DDPG's, and so is the update: this class only changes what the networks see.
   shared, and give each agent its own Q value: (B, N). In the actor's update agent i's critic
   sees its own policy action and the buffer's actions of the others
   (``learners.functional.maddpg``).
+- With ``centralised_critic=false`` each critic sees only its agent's own observation and action
+  (independent DDPG learners).
 - Agent ids are built for the batch in hand (``obs.shape[0]``), never for the configured batch size
   (the reference did the latter, so a smaller batch crashed: seeds defect 6).
 - Discrete actions: the actor gives logits; the critic takes one-hot actions; the actor's update
@@ -34,7 +36,7 @@ from learners.buffers.replay import ReplayBatch
 from learners.envs.base import EnvInfo, Observation
 from learners.envs.teams import team_indices
 from learners.functional.distributions import masked_logits
-from learners.functional.maddpg import actor_joint_actions, own_action_mask
+from learners.functional.maddpg import actor_joint_actions, own_action_mask, own_actions
 
 
 class TorchMADDPG(MADDPGLearner, TorchDDPG):
@@ -48,7 +50,9 @@ class TorchMADDPG(MADDPGLearner, TorchDDPG):
 
     def _build_networks(self) -> tuple[nn.Module, nn.Module]:
         info = self.info
-        actor_in, critic_in = input_dims(info, self.layout)
+        actor_in, critic_in = input_dims(
+            info, self.layout, centralised_critic=self.config.centralised_critic
+        )
         return (
             self._network_for(actor_in, info.action_dim, tanh_output=not self.discrete),
             self._network_for(critic_in, 1),
@@ -96,6 +100,10 @@ class TorchMADDPG(MADDPGLearner, TorchDDPG):
         """Each agent's Q (B, N) of the joint observation and a joint action: ``actions`` is one
         joint action (B, N, A) for every critic, or each critic's own (B, N, N, A)."""
         critic = self.target_critic if target else self.critic
+        if not self.config.centralised_critic:  # Q_i(o_i, a_i): independent DDPG learners
+            if actions.dim() == 4:
+                actions = own_actions(self.ops, actions, self._own)
+            return critic(self._with_ids(torch.cat([obs, actions], dim=-1))).squeeze(-1)
         batch, n = obs.shape[0], self.info.num_agents
         if actions.dim() == 3:
             actions = actions.unsqueeze(1).expand(batch, n, n, actions.shape[-1])

@@ -100,6 +100,15 @@ def _maddpg_variants() -> list[Variant]:
         if shared:  # two teams, one agent between the other's two: a shared network per team
             teams = env_info(3, kind, info.action_dim, teams=("agent", "adversary", "agent"))
             variants.append(Variant(f"{kind}-teams", config, teams))
+    # The paper's DDPG baseline: decentralised critics Q_i(o_i, a_i), on one team and on two.
+    independent = MADDPGConfig(
+        hidden_sizes=(16, 16), batch_size=32, tau=0.05, gamma=0.9, max_grad_norm=0.5,
+        gumbel_temperature=0.7, centralised_critic=False,
+    )  # fmt: skip
+    for kind, dim in (("continuous", 2), ("discrete", 5)):
+        variants.append(Variant(f"{kind}-independent", independent, env_info(3, kind, dim)))
+        two = env_info(3, kind, dim, teams=("agent", "adversary", "agent"))
+        variants.append(Variant(f"{kind}-independent-teams", independent, two))
     return variants
 
 

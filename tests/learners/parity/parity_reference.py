@@ -151,6 +151,12 @@ class MADDPGNets(DDPGNets):
     def q(self, tensors: Tensors, prefix: str, obs: Array, actions: Array) -> Array:
         """Each agent's Q of one joint action (B, N, A) or of its own (B, N, N, A)."""
         b, n = obs.shape[0], self.info.num_agents
+        if not self.config.centralised_critic:  # Q_i(o_i, a_i): agent i's own slot of row i
+            if actions.ndim == 4:
+                actions = actions[:, np.arange(n), np.arange(n)]
+            return self._net(tensors, prefix, np.concatenate([_f64(obs), actions], -1), False)[
+                ..., 0
+            ]
         if actions.ndim == 3:
             actions = np.broadcast_to(actions[:, None], (b, n, *actions.shape[1:]))
         joint_obs = np.broadcast_to(_f64(obs).reshape(b, 1, -1), (b, n, n * obs.shape[-1]))
