@@ -181,16 +181,27 @@ class CheckpointOut(BaseModel):
     size_bytes: int
     sha256: str = Field(description="Hex SHA-256 of the file (also its download's ETag).")
     created_at: dt.datetime
+    eval_return: float | None = Field(
+        description="The run's `eval/episode_return` at this step; null when no evaluation was "
+        "taken at its step."
+    )
+    best: bool = Field(
+        description="The run's best checkpoint: the highest `eval_return` (the earliest of equal "
+        "ones); kept beside the newest `keep_last` when `checkpoint.keep_best` is on. Also at "
+        "`checkpoints/best/file`."
+    )
 
     @classmethod
-    def of(cls, row: Checkpoint) -> CheckpointOut:
-        """The response for a database row."""
+    def of(cls, row: Checkpoint, best_id: str | None = None) -> CheckpointOut:
+        """The response for a database row (``best_id``: the run's best checkpoint)."""
         return cls(
             id=row.id,
             step=row.step,
             size_bytes=row.size_bytes,
             sha256=row.sha256,
             created_at=row.created_at,
+            eval_return=row.eval_return,
+            best=row.id == best_id,
         )
 
 

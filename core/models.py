@@ -192,6 +192,9 @@ class Checkpoint(Base):
     sha256: Mapped[str] = mapped_column(String(64))
     path: Mapped[str] = mapped_column(String(500))
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+    eval_return: Mapped[float | None] = mapped_column(Double)
+    """The run's ``eval/episode_return`` at ``step`` (NULL when none was taken at that step): the
+    checkpoint with the highest is the run's best."""
 
 
 class StatusTransition(Base):

@@ -117,7 +117,13 @@ class CheckpointSpec(BaseModel):
     every_steps: int = Field(default=5000, ge=1)
     """Save a checkpoint after every this many environment steps (and once at the end)."""
     keep_last: int = Field(default=3, ge=1, le=1000)
-    """Keep only the newest this many checkpoints; older files are deleted."""
+    """Keep only the newest this many checkpoints (and the best, see ``keep_best``); older files
+    are deleted."""
+    keep_best: bool = True
+    """Also keep the checkpoint with the highest evaluation return (``eval/episode_return`` taken
+    at its step), however old: a run that peaks and then drifts keeps its best policy. Only a
+    checkpoint taken at an evaluation's step has a return, so make ``evaluation.every_steps``
+    equal to ``every_steps`` (the default) or a divisor of it."""
 
 
 class SpecEnvelope(BaseModel):

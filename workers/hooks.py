@@ -36,6 +36,9 @@ from core.storage import (
 )
 from learners.hooks import MetricPoint
 
+EVAL_RETURN = "eval/episode_return"
+"""The metric a checkpoint is ranked by (``learners.runners.base.evaluate``: the greedy mean)."""
+
 log = logging.getLogger(__name__)
 
 _LOG_LEVELS = {
@@ -69,6 +72,7 @@ class DatabaseHooks:
         storage: ArtifactStore,
         *,
         keep_last: int,
+        keep_best: bool = True,
         total_steps: int,
         poll_interval_s: float,
         time_limit_s: float,
@@ -86,6 +90,10 @@ class DatabaseHooks:
         self.session_factory = session_factory
         self.storage = storage
         self.keep_last = keep_last
+        self.keep_best = keep_best
+        self._eval: tuple[int, float] | None = None
+        """The step and value of the newest finite ``eval/episode_return``: the runner reports an
+        evaluation before the checkpoint it takes at the same step, so that checkpoint's return."""
         self.total_steps = total_steps
         self.poll_interval_s = poll_interval_s
         self.deadline = time.monotonic() + time_limit_s
@@ -102,6 +110,8 @@ class DatabaseHooks:
     def metrics(self, points: Sequence[MetricPoint]) -> None:
         for p in points:
             value = float(p.value)
+            if p.name == EVAL_RETURN and math.isfinite(value):
+                self._eval = (int(p.step), value)
             self._metrics.append(
                 MetricWrite(
                     int(p.step), p.name, value if math.isfinite(value) else None, float(p.wall_time)
@@ -133,8 +143,10 @@ class DatabaseHooks:
                 f"the checkpoint at step {int(step):,} could not be written to the artifact "
                 f"storage ({self.storage.url}): {exc}"
             ) from exc
+        eval_return = self._eval[1] if self._eval and self._eval[0] == int(step) else None
         pruned = retry_transient(
-            lambda: self._record_checkpoint(int(step), stored), "recording a checkpoint"
+            lambda: self._record_checkpoint(int(step), stored, eval_return),
+            "recording a checkpoint",
         )
         # Files go only after their records: a crash in between leaves an orphan file, never a
         # record pointing at nothing.
@@ -170,15 +182,19 @@ class DatabaseHooks:
                 time.sleep(wait)
                 pause = min(pause * 2, 30.0)
 
-    def _record_checkpoint(self, step: int, stored: StoredObject) -> list[Checkpoint]:
-        """Record the checkpoint file and prune the oldest; the pruned rows."""
+    def _record_checkpoint(
+        self, step: int, stored: StoredObject, eval_return: float | None
+    ) -> list[Checkpoint]:
+        """Record the checkpoint file and prune the oldest (never the best, with ``keep_best``);
+        the pruned rows."""
         with self.session_factory() as session:
             checkpoints = CheckpointRepository(session)
             row = checkpoints.record(
-                self.experiment_id, step, stored.key, stored.size_bytes, stored.sha256
+                self.experiment_id, step, stored.key, stored.size_bytes, stored.sha256, eval_return
             )
-            pruned = checkpoints.beyond(self.experiment_id, self.keep_last)
+            pruned = checkpoints.beyond(self.experiment_id, self.keep_last, self.keep_best)
             checkpoints.delete(pruned)
+            best = checkpoints.best(self.experiment_id)
             EventRepository(session).add(
                 self.experiment_id,
                 EventKind.CHECKPOINT,
@@ -187,6 +203,8 @@ class DatabaseHooks:
                     "step": row.step,
                     "size_bytes": row.size_bytes,
                     "sha256": row.sha256,
+                    "eval_return": row.eval_return,
+                    "best_id": best.id if best is not None else None,
                     "pruned": [p.id for p in pruned],
                 },
             )

@@ -159,6 +159,7 @@ def _train(
         session_factory,
         storage,
         keep_last=spec.checkpoint.keep_last,
+        keep_best=spec.checkpoint.keep_best,
         total_steps=spec.total_steps,
         poll_interval_s=limits.poll_interval_s,
         time_limit_s=limits.time_limit_s,

@@ -6,14 +6,16 @@ from typing import Annotated
 
 from fastapi import Query, Request, Response
 from fastapi.responses import StreamingResponse
+from sqlalchemy.orm import Session
 
 from api.auth import ExperimentId, project_router
-from api.deps import CheckpointId, ServicesDep, SessionDep
+from api.deps import CheckpointId, Services, ServicesDep, SessionDep
 from api.downloads import object_response
 from api.errors import ApiError, ErrorResponse, error_responses
 from api.schemas import CheckpointList, CheckpointOut, MetricPage, MetricPointOut
 from core import experiments as service
 from core.ids import MAX_INT64
+from core.models import Checkpoint
 from core.repositories import CheckpointRepository, MetricRepository
 from learners.spec import NO_NUL
 
@@ -50,13 +52,50 @@ def get_metrics(
     "/{experiment_id}/checkpoints",
     response_model=CheckpointList,
     summary="List checkpoints",
-    description="The kept checkpoints (the newest `checkpoint.keep_last`), oldest first.",
+    description="The kept checkpoints (the newest `checkpoint.keep_last`, and the best by "
+    "evaluation return with `checkpoint.keep_best`), oldest first, each with its `eval_return`; "
+    "the best is marked `best: true`.",
     responses=error_responses(404),
 )
 def list_checkpoints(experiment_id: ExperimentId, session: SessionDep) -> CheckpointList:
     service.get(session, experiment_id)
-    rows = CheckpointRepository(session).all_of(experiment_id)
-    return CheckpointList(items=[CheckpointOut.of(r) for r in rows])
+    checkpoints = CheckpointRepository(session)
+    best = checkpoints.best(experiment_id)
+    best_id = best.id if best is not None else None
+    return CheckpointList(
+        items=[CheckpointOut.of(r, best_id) for r in checkpoints.all_of(experiment_id)]
+    )
+
+
+@router.head(
+    "/{experiment_id}/checkpoints/best/file",
+    include_in_schema=False,
+    response_class=StreamingResponse,
+)
+@router.get(
+    "/{experiment_id}/checkpoints/best/file",
+    response_class=StreamingResponse,
+    summary="Download the best checkpoint",
+    description="The run's checkpoint with the highest evaluation return (the one marked `best` "
+    "in the list), served like any checkpoint's file (ETag, ranges, sha256-checked stream, "
+    "presigned redirect). 404 while no checkpoint has an evaluation return.",
+    responses={
+        200: {"content": {"application/octet-stream": {}}, "description": "The file."},
+        206: {"description": "The requested byte range."},
+        307: {"description": "Download from the store (`MARLFORGE_DOWNLOAD_URL_TTL_S`)."},
+        304: {"description": "The client's copy (`If-None-Match`) is current."},
+        **error_responses(404, 503),
+    },
+)
+def download_best_checkpoint(
+    experiment_id: ExperimentId, request: Request, session: SessionDep, services: ServicesDep
+) -> Response:
+    row = CheckpointRepository(session).best(experiment_id)
+    if row is None:
+        raise ApiError(
+            404, "not_found", f"{experiment_id} has no checkpoint with an evaluation return yet"
+        )
+    return _serve(experiment_id, row, request, session, services)
 
 
 @router.head(
@@ -105,6 +144,12 @@ def download_checkpoint(
     row = CheckpointRepository(session).get(experiment_id, checkpoint_id)
     if row is None:
         raise ApiError(404, "not_found", f"no checkpoint {checkpoint_id!r} in {experiment_id}")
+    return _serve(experiment_id, row, request, session, services)
+
+
+def _serve(
+    experiment_id: str, row: Checkpoint, request: Request, session: Session, services: Services
+) -> Response:
     session.close()  # a download may stream for minutes: hold no connection meanwhile
     return object_response(
         request,
@@ -112,7 +157,7 @@ def download_checkpoint(
         row.path,
         size=row.size_bytes,
         sha256=row.sha256,
-        what=f"checkpoint {checkpoint_id}",
+        what=f"checkpoint {row.id}",
         filename=f"{experiment_id}-step{row.step}.ckpt",
         redirect_ttl_s=services.settings.download_url_ttl_s,
     )

@@ -17,10 +17,17 @@ class CheckpointRepository:
         self.session = session
 
     def record(
-        self, experiment_id: str, step: int, path: str, size_bytes: int, sha256: str
+        self,
+        experiment_id: str,
+        step: int,
+        path: str,
+        size_bytes: int,
+        sha256: str,
+        eval_return: float | None = None,
     ) -> Checkpoint:
-        """Record the checkpoint at ``step``; a second one at the same step replaces the first
-        (the file was replaced by the same atomic rename)."""
+        """Record the checkpoint at ``step`` (with the evaluation return taken at that step, if
+        any); a second one at the same step replaces the first (the file was replaced by the same
+        atomic rename)."""
         existing = self.session.scalar(
             select(Checkpoint).where(
                 Checkpoint.experiment_id == experiment_id, Checkpoint.step == step
@@ -28,6 +35,7 @@ class CheckpointRepository:
         )
         if existing is not None:
             existing.path, existing.size_bytes, existing.sha256 = path, size_bytes, sha256
+            existing.eval_return = eval_return
             existing.created_at = utcnow()
             self.session.flush()
             return existing
@@ -39,6 +47,7 @@ class CheckpointRepository:
             size_bytes=size_bytes,
             sha256=sha256,
             created_at=utcnow(),
+            eval_return=eval_return,
         )
         self.session.add(row)
         self.session.flush()
@@ -75,15 +84,29 @@ class CheckpointRepository:
         )
         return self.session.scalar(query)
 
-    def beyond(self, experiment_id: str, keep_last: int) -> list[Checkpoint]:
-        """The checkpoints older than the newest ``keep_last``."""
+    def best(self, experiment_id: str) -> Checkpoint | None:
+        """The checkpoint with the highest evaluation return (the earliest of equal ones), or
+        None when none has one."""
+        query = (
+            select(Checkpoint)
+            .where(Checkpoint.experiment_id == experiment_id, Checkpoint.eval_return.is_not(None))
+            .order_by(Checkpoint.eval_return.desc(), Checkpoint.step)
+            .limit(1)
+        )
+        return self.session.scalar(query)
+
+    def beyond(
+        self, experiment_id: str, keep_last: int, keep_best: bool = False
+    ) -> list[Checkpoint]:
+        """The checkpoints older than the newest ``keep_last``, less the best when ``keep_best``."""
         query = (
             select(Checkpoint)
             .where(Checkpoint.experiment_id == experiment_id)
             .order_by(Checkpoint.step.desc())
             .offset(keep_last)
         )
-        return list(self.session.scalars(query))
+        best = self.best(experiment_id) if keep_best else None
+        return [r for r in self.session.scalars(query) if best is None or r.id != best.id]
 
     def after(self, experiment_id: str, step: int) -> list[Checkpoint]:
         """The checkpoints taken after ``step``."""

@@ -44,11 +44,16 @@ def experiment_id(client: TestClient, example_spec: dict[str, Any]) -> str:
 
 
 def _store_checkpoint(
-    session: Session, storage: ArtifactStore, experiment_id: str, step: int, data: bytes
+    session: Session,
+    storage: ArtifactStore,
+    experiment_id: str,
+    step: int,
+    data: bytes,
+    eval_return: float | None = None,
 ) -> Checkpoint:
     stored = storage.put(checkpoint_key(experiment_id, step), lambda p: p.write_bytes(data))
     row = CheckpointRepository(session).record(
-        experiment_id, step, stored.key, stored.size_bytes, stored.sha256
+        experiment_id, step, stored.key, stored.size_bytes, stored.sha256, eval_return
     )
     session.commit()
     return row
@@ -68,7 +73,34 @@ def test_checkpoints_are_listed_with_size_and_sha256(
 
     assert [(c["step"], c["size_bytes"]) for c in items] == [(100, 7), (200, 6)]
     assert items[1]["sha256"] == hashlib.sha256(b"second").hexdigest()
-    assert set(items[0]) == {"id", "step", "size_bytes", "sha256", "created_at"}
+    assert set(items[0]) == {
+        "id", "step", "size_bytes", "sha256", "created_at", "eval_return", "best",
+    }  # fmt: skip
+
+
+def test_the_best_checkpoint_is_marked_and_downloads_as_best(
+    client: TestClient, session: Session, storage: ArtifactStore, experiment_id: str
+) -> None:
+    best_url = f"/v1/experiments/{experiment_id}/checkpoints/best/file"
+    _store_checkpoint(session, storage, experiment_id, 100, b"no eval")
+    assert client.get(best_url).status_code == 404
+
+    _store_checkpoint(session, storage, experiment_id, 200, b"peak", eval_return=-12.5)
+    _store_checkpoint(session, storage, experiment_id, 300, b"drifted", eval_return=-40.0)
+    _store_checkpoint(session, storage, experiment_id, 400, b"as good later", eval_return=-12.5)
+
+    items = client.get(f"/v1/experiments/{experiment_id}/checkpoints").json()["items"]
+    assert [(c["step"], c["eval_return"], c["best"]) for c in items] == [
+        (100, None, False),
+        (200, -12.5, True),  # the earliest of equal returns
+        (300, -40.0, False),
+        (400, -12.5, False),
+    ]
+    response = client.get(best_url, follow_redirects=True)
+    assert response.status_code == 200
+    assert response.content == b"peak"
+    assert response.headers["etag"] == f'"{hashlib.sha256(b"peak").hexdigest()}"'
+    assert client.head(best_url).status_code == 200
 
 
 def test_a_checkpoint_downloads_whole_with_length_and_etag(

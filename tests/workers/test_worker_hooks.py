@@ -17,11 +17,13 @@ from core import experiments
 from core.enums import EventKind, ExperimentStatus
 from core.lifecycle import transition
 from core.models import Checkpoint, Experiment, ExperimentEvent, MetricPointRow
+from core.repositories import CheckpointRepository
 from core.storage import ArtifactStore, FilesystemStore
 from core.storage.s3 import S3Store
 from learners.hooks import MetricPoint
 from tests.s3_support import MotoServer, free_port
 from workers.hooks import ArtifactWriteError, DatabaseHooks, StopCause
+from workers.orchestration import _prepare_resume
 
 pytestmark = pytest.mark.integration
 
@@ -287,3 +289,83 @@ def test_a_checkpoint_upload_to_a_store_that_stays_away_fails_after_the_window(
             ).all()
             == []
         )
+
+
+def _eval_then_checkpoint(hooks: DatabaseHooks, step: int, eval_return: float | None) -> None:
+    """What the runner does at a step where both are due: report the evaluation, then save."""
+    if eval_return is not None:
+        hooks.metrics([MetricPoint(step, 1.0, "eval/episode_return", eval_return)])
+    data = f"state at {step}".encode()
+    hooks.checkpoint(step, lambda path: path.write_bytes(data))
+
+
+def _kept(session_factory: sessionmaker[Session], experiment_id: str) -> list[tuple[int, Any]]:
+    with session_factory() as session:
+        rows = session.scalars(
+            select(Checkpoint)
+            .where(Checkpoint.experiment_id == experiment_id)
+            .order_by(Checkpoint.step)
+        ).all()
+        return [(r.step, r.eval_return) for r in rows]
+
+
+@pytest.mark.parametrize("keep_best", [True, False])
+def test_the_best_checkpoint_is_kept_beside_the_newest(
+    submit: Callable[..., str],
+    tiny_spec: Callable[..., dict[str, Any]],
+    session_factory: sessionmaker[Session],
+    storage: FilesystemStore,
+    keep_best: bool,
+) -> None:
+    experiment_id = submit(tiny_spec())
+    _running(session_factory, experiment_id)
+    hooks = _hooks(experiment_id, session_factory, storage, keep_last=1, keep_best=keep_best)
+
+    # A return at another step than the checkpoint's is not the checkpoint's.
+    hooks.metrics([MetricPoint(50, 1.0, "eval/episode_return", 99.0)])
+    for step, value in [(100, -50.0), (200, -80.0), (300, float("nan")), (350, None)]:
+        _eval_then_checkpoint(hooks, step, value)
+
+    if keep_best:
+        assert _kept(session_factory, experiment_id) == [(100, -50.0), (350, None)]
+    else:
+        assert _kept(session_factory, experiment_id) == [(350, None)]
+    files = sorted(p.name for p in storage.checkpoint_dir(experiment_id).iterdir())
+    assert len(files) == (2 if keep_best else 1)
+    with session_factory() as session:
+        last = _events(session, experiment_id, EventKind.CHECKPOINT)[-1].payload
+    assert last["eval_return"] is None
+    assert (last["best_id"] is not None) == keep_best
+
+
+def test_the_best_survives_a_resume_and_is_replaced_only_by_a_better_one(
+    submit: Callable[..., str],
+    tiny_spec: Callable[..., dict[str, Any]],
+    session_factory: sessionmaker[Session],
+    storage: FilesystemStore,
+    tmp_path: Path,
+) -> None:
+    """keep_last=1 and an early best: after a takeover's resume (which forgets what follows the
+    latest checkpoint) the run goes on, and the early best is still recorded and stored."""
+    experiment_id = submit(tiny_spec())
+    _running(session_factory, experiment_id)
+    first = _hooks(experiment_id, session_factory, storage, keep_last=1)
+    for step, value in [(100, -20.0), (200, -60.0), (300, -70.0)]:
+        _eval_then_checkpoint(first, step, value)
+
+    second = _hooks(experiment_id, session_factory, storage, keep_last=1)
+    copy = _prepare_resume(experiment_id, session_factory, storage, second, tmp_path / "c.ckpt")
+    assert copy is not None and copy.read_bytes() == b"state at 300"
+    for step, value in [(400, -30.0), (500, -90.0)]:
+        _eval_then_checkpoint(second, step, value)
+
+    assert _kept(session_factory, experiment_id) == [(100, -20.0), (500, -90.0)]
+    with session_factory() as session:
+        best = CheckpointRepository(session).best(experiment_id)
+    assert best is not None and storage.resolve(best.path).read_bytes() == b"state at 100"
+
+    _eval_then_checkpoint(second, 600, -5.0)
+
+    assert _kept(session_factory, experiment_id) == [(600, -5.0)]
+    files = sorted(p.name for p in storage.checkpoint_dir(experiment_id).iterdir())
+    assert files == ["step-000000000600.ckpt"]

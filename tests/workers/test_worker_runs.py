@@ -110,6 +110,13 @@ def test_a_run_succeeds_and_records_metrics_and_checkpoints(
     assert keys and len(keys) == len(set(keys))
     assert "eval/episode_return" in row.latest_metrics
     assert _checkpoint_steps(session_factory, experiment_id) == [200, 400]
+    # The runner evaluates before the checkpoint it takes at the same step: each has its return.
+    with session_factory() as session:
+        returns = {
+            c.step: c.eval_return for c in CheckpointRepository(session).all_of(experiment_id)
+        }
+        evals = MetricRepository(session).page(experiment_id, ["eval/episode_return"], None, 10)[0]
+    assert returns == {p.step: p.value for p in evals}
 
 
 def test_a_cancelled_queued_experiment_never_starts(
