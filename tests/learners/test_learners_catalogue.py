@@ -127,7 +127,9 @@ def _env_of(algorithm: str, env: dict[str, Any]) -> Any:
     return parse_spec(spec).env
 
 
-@pytest.mark.parametrize("algo", [e for e in entries() if EnvSuite.MPE in e.suites], ids=str)
+@pytest.mark.parametrize(
+    "algo", [e for e in entries() if EnvSuite.MPE in e.suites], ids=lambda e: str(e.algorithm)
+)
 def test_an_mpe_spec_without_num_envs_gets_the_eight_the_tables_used(algo: Any) -> None:
     env_id = "simple_spread_v3"
     left_out = _env_of(algo.algorithm, {"suite": "mpe", "id": env_id})
