@@ -20,7 +20,7 @@ from api.app import create_app
 from api.routes import experiments as experiment_routes
 from core import idempotency
 from core.db import make_engine, make_session_factory
-from core.models import Experiment, IdempotencyKey
+from core.models import Experiment, IdempotencyKey, Project
 from core.settings import Settings
 from core.storage import FilesystemStore
 from tests.auth_support import bearer, new_key
@@ -36,8 +36,23 @@ def _post(client: TestClient, spec: dict[str, Any], key: str, **headers: str) ->
     return client.post("/v1/experiments", json=spec, headers={"idempotency-key": key, **headers})
 
 
-def _runs(session: Session) -> int:
-    return int(session.scalar(select(func.count()).select_from(Experiment)) or 0)
+def _team_a(session: Session) -> str:
+    project_id = session.scalar(select(Project.id).where(Project.name == "team-a"))
+    assert project_id is not None
+    return project_id
+
+
+def _runs(session: Session, *projects: str) -> int:
+    """Runs of the named projects (team-a by default): other test modules commit runs of their own
+    to the same database. No names: every run (a database of the test's own)."""
+    query = select(func.count()).select_from(Experiment).join(Project)
+    names = projects or ("team-a",)
+    return int(session.scalar(query.where(Project.name.in_(names))) or 0)
+
+
+def _keys(session: Session) -> list[IdempotencyKey]:
+    query = select(IdempotencyKey).where(IdempotencyKey.project_id == _team_a(session))
+    return list(session.scalars(query))
 
 
 def test_a_retry_with_the_same_key_and_body_returns_the_first_experiment(
@@ -78,7 +93,7 @@ def test_keys_belong_to_a_project(
     assert theirs.status_code == 201
     assert theirs.json()["id"] != ours["id"]
     assert "idempotent-replayed" not in theirs.headers
-    assert _runs(session) == 2
+    assert _runs(session, "team-a", "team-b") == 2
 
 
 def test_a_key_older_than_a_day_is_new_again_and_the_purge_forgets_it(
@@ -86,7 +101,8 @@ def test_a_key_older_than_a_day_is_new_again_and_the_purge_forgets_it(
 ) -> None:
     first = _post(client, example_spec, "old").json()
     long_ago = dt.datetime.now(dt.UTC) - idempotency.TTL - dt.timedelta(minutes=1)
-    session.execute(update(IdempotencyKey).values(created_at=long_ago))
+    ours = IdempotencyKey.project_id == _team_a(session)
+    session.execute(update(IdempotencyKey).where(ours).values(created_at=long_ago))
     session.commit()
 
     again = _post(client, {**example_spec, "name": "changed"}, "old")
@@ -98,7 +114,7 @@ def test_a_key_older_than_a_day_is_new_again_and_the_purge_forgets_it(
         update(IdempotencyKey).where(IdempotencyKey.key == "older").values(created_at=long_ago)
     )
     assert idempotency.purge(session) == 1
-    assert {r.key for r in session.scalars(select(IdempotencyKey))} == {"old"}
+    assert {r.key for r in _keys(session)} == {"old"}
 
 
 def test_a_bad_spec_with_a_key_stores_nothing_and_the_key_stays_free(
@@ -106,7 +122,7 @@ def test_a_bad_spec_with_a_key_stores_nothing_and_the_key_stays_free(
 ) -> None:
     bad = _post(client, {**example_spec, "total_steps": -1}, "fix-and-retry")
     assert bad.status_code == 422
-    assert session.scalar(select(func.count()).select_from(IdempotencyKey)) == 0
+    assert _keys(session) == []
     assert _post(client, example_spec, "fix-and-retry").status_code == 201
 
 
@@ -179,7 +195,7 @@ def test_two_concurrent_requests_with_one_key_create_one_run(
             assert len({r.json()["id"] for r in responses}) == 1
             assert sum(r.headers.get("idempotent-replayed") == "true" for r in responses) == 1
             with sessions() as session:
-                assert _runs(session) == 1
+                assert _runs(session, "default") == 1
             assert len(broker_messages(settings)) == 1
         finally:
             engine.dispose()

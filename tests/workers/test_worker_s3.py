@@ -133,7 +133,9 @@ def test_a_run_moves_between_hosts_through_the_bucket_and_downloads_whole(
     api: Callable[[sessionmaker[Session]], TestClient],
     tmp_path: Path,
 ) -> None:
-    experiment_id = submit(tiny_spec(total_steps=1000))
+    # The newest two only (no best kept beside them), so the bucket's objects are the listed two.
+    keep = {"every_steps": 200, "keep_last": 2, "keep_best": False}
+    experiment_id = submit(tiny_spec(total_steps=1000, checkpoint=keep))
     first, second = host("worker-1"), host("worker-2")
     thread, result = _run_until_checkpoint(
         lambda: run_experiment(experiment_id, session_factory, first, limits, worker_id="w1"),
