@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.errors import ApiError, FieldProblem
 from api.security import MAX_BODY_BYTES
-from core.ids import is_id
+from core.ids import ID_PATTERN, is_id
 from core.queue import Dispatcher
 from core.settings import Settings
 from core.storage import ArtifactStore
@@ -105,3 +105,15 @@ def json_request_body(schema_name: str) -> dict[str, Any]:
     is required and follows ``#/components/schemas/<schema_name>``."""
     schema = {"$ref": f"#/components/schemas/{schema_name}"}
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+PageLimit = Annotated[int, Query(ge=1, le=500, description="Page size.")]
+"""A list route's page size."""
+PageAfter = Annotated[
+    str | None,
+    Query(
+        json_schema_extra={"pattern": ID_PATTERN},
+        description="Cursor: the last id of the previous page.",
+    ),
+]
+"""A list route's cursor (checked by ``api.errors.check_cursor``)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from abc import ABC, abstractmethod
 from typing import Self
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -16,7 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 log = logging.getLogger(__name__)
 
 
-class Periodic:
+class Periodic(ABC):
     """A job of the API process on a timer (see the module's docstring); subclasses give
     ``work``."""
 
@@ -27,9 +28,9 @@ class Periodic:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
 
+    @abstractmethod
     def work(self) -> float | None:
         """One pass; the delay before the next one, or None for ``interval_s``."""
-        raise NotImplementedError
 
     def start(self) -> Self:
         self._thread.start()

@@ -8,14 +8,13 @@ from fastapi import Depends, Header, Query, Response
 from sqlalchemy.orm import Session
 
 from api.auth import ExperimentId, PrincipalDep, project_router
-from api.deps import ServicesDep, SessionDep, json_body, json_request_body
+from api.deps import PageAfter, PageLimit, ServicesDep, SessionDep, json_body, json_request_body
 from api.errors import ApiError, FieldProblem, check_cursor, error_responses
 from api.schemas import ExperimentOut, ExperimentPage
 from core import experiments as service
 from core import idempotency
 from core.auth import Principal
 from core.enums import ExperimentStatus
-from core.ids import ID_PATTERN
 from core.models import Experiment
 from core.quotas import check_project_limits, check_spec_bounds
 from core.repositories import ExperimentFilter, ExperimentRepository
@@ -123,14 +122,8 @@ def _created(
 def list_experiments(
     session: SessionDep,
     principal: PrincipalDep,
-    limit: Annotated[int, Query(ge=1, le=500, description="Page size.")] = 50,
-    after: Annotated[
-        str | None,
-        Query(
-            json_schema_extra={"pattern": ID_PATTERN},
-            description="Cursor: the last id of the previous page.",
-        ),
-    ] = None,
+    limit: PageLimit = 50,
+    after: PageAfter = None,
     status: Annotated[ExperimentStatus | None, Query(description="Only this status.")] = None,
     algorithm: Annotated[Algorithm | None, Query(description="Only this algorithm.")] = None,
     backend: Annotated[Backend | None, Query(description="Only this backend.")] = None,

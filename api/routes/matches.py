@@ -12,12 +12,12 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from api.auth import PrincipalDep, project_router
-from api.deps import ServicesDep, SessionDep, json_body, json_request_body
+from api.deps import PageAfter, PageLimit, ServicesDep, SessionDep, json_body, json_request_body
 from api.downloads import whole_object
 from api.errors import ApiError, FieldProblem, check_cursor, error_responses
 from core import matches as service
 from core.enums import MatchStatus
-from core.ids import ID_PATTERN, is_id
+from core.ids import is_id
 from core.models import Match
 from core.repositories.matches import MatchRepository
 from learners.enums import Backend, EnvSuite
@@ -172,14 +172,8 @@ def create_match(
 def list_matches(
     session: SessionDep,
     principal: PrincipalDep,
-    limit: Annotated[int, Query(ge=1, le=500, description="Page size.")] = 50,
-    after: Annotated[
-        str | None,
-        Query(
-            json_schema_extra={"pattern": ID_PATTERN},
-            description="Cursor: the last id of the previous page.",
-        ),
-    ] = None,
+    limit: PageLimit = 50,
+    after: PageAfter = None,
     status: Annotated[MatchStatus | None, Query(description="Only this status.")] = None,
 ) -> MatchPage:
     check_cursor(after, "a match")
