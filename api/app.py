@@ -26,6 +26,7 @@ from api.routes import (
     metrics,
     monitoring,
     replays,
+    sweeps,
 )
 from api.routes import session as session_routes
 from api.security import BrowserSafety
@@ -35,6 +36,7 @@ from core.matches import MatchSpec
 from core.queue import CeleryDispatcher, Dispatcher
 from core.settings import Settings, get_settings
 from core.storage import ArtifactStore, store_for
+from core.sweeps.space import SweepSpec
 from learners.spec import SpecEdit
 from learners.spec_schema import spec_json_schema
 
@@ -89,6 +91,7 @@ def create_app(
         events.router,
         replays.router,
         matches.router,
+        sweeps.router,
         metrics.router,
         keys.router,
         session_routes.router,
@@ -119,5 +122,13 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         for name, definition in match_schema.pop("$defs", {}).items():
             components.setdefault(name, definition)
         components[matches.SPEC_SCHEMA_NAME] = match_schema
+        sweep_schema = SweepSpec.model_json_schema(ref_template="#/components/schemas/{model}")
+        for name, definition in sweep_schema.pop("$defs", {}).items():
+            components.setdefault(name, definition)
+        sweep_schema["properties"]["base"] = {
+            "$ref": f"#/components/schemas/{experiments.SPEC_SCHEMA_NAME}",
+            "description": "An experiment spec that every run starts from, without `seed`.",
+        }
+        components[sweeps.SPEC_SCHEMA_NAME] = sweep_schema
         app.openapi_schema = schema
     return app.openapi_schema

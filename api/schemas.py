@@ -73,7 +73,8 @@ class ExperimentOut(BaseModel):
     algorithm: Algorithm
     backend: Backend
     status: ExperimentStatus = Field(
-        description="queued, running, cancelling, cancelled, succeeded or failed."
+        description="pending (a sweep's run waiting for a slot of its sweep), queued, running, "
+        "cancelling, cancelled, succeeded or failed."
     )
     status_reason: str | None = Field(
         description="Why the experiment is in this status (a failure's error message, ...)."
@@ -98,6 +99,12 @@ class ExperimentOut(BaseModel):
         default=None,
         description="A queued run's place among its backend's queued runs (1: taken next), in "
         "the responses about one experiment; null in lists and in other statuses.",
+    )
+    sweep_id: str | None = Field(
+        default=None, description="The sweep the run belongs to; null for a run of its own."
+    )
+    sweep_config: str | None = Field(
+        default=None, description="Its configuration's key within that sweep (`c0`, `c1`...)."
     )
     created_by_key_id: str | None = Field(
         description="The key that submitted it (null for runs from before keys existed)."
@@ -132,6 +139,8 @@ class ExperimentOut(BaseModel):
             max_restarts=max_restarts_of(row),
             worker=WorkerOut.of(row, utcnow()),
             queue_position=queue_position,
+            sweep_id=row.sweep_id,
+            sweep_config=row.sweep_config,
             created_by_key_id=row.created_by_key_id,
             created_at=row.created_at,
             updated_at=row.updated_at,

@@ -65,8 +65,9 @@ def cmd_migrate(settings: Settings, revision: str) -> int:
 def cmd_api(settings: Settings, host: str, port: int) -> int:
     """Serve the API in this process until SIGINT/SIGTERM, and reap lapsed leases beside it
     (``core.leases``: a run whose worker was lost is restarted from its latest checkpoint) and
-    compact the runs whose retention has passed (``core.retention``) and forget idempotency keys
-    older than a day (``core.idempotency``)."""
+    compact the runs whose retention has passed (``core.retention``), forget idempotency keys
+    older than a day (``core.idempotency``) and start sweeps' pending runs as slots free up
+    (``core.sweeps.scheduler``)."""
     import uvicorn
 
     from core.db import make_engine, make_session_factory
@@ -74,6 +75,7 @@ def cmd_api(settings: Settings, host: str, port: int) -> int:
     from core.leases import Reaper
     from core.queue import CeleryDispatcher
     from core.retention import Compactor
+    from core.sweeps.scheduler import SweepScheduler
 
     engine = make_engine(settings.database_url)
     reaper = Reaper(
@@ -84,6 +86,12 @@ def cmd_api(settings: Settings, host: str, port: int) -> int:
     ).start()
     compactor = Compactor(make_session_factory(engine), settings).start()
     purger = Purger(make_session_factory(engine)).start()
+    sweeps = SweepScheduler(
+        make_session_factory(engine),
+        CeleryDispatcher(settings),
+        settings.project_max_active_runs,
+        settings.sweep_interval_s,
+    ).start()
     try:
         uvicorn.run(
             "api.app:create_app",
@@ -97,6 +105,7 @@ def cmd_api(settings: Settings, host: str, port: int) -> int:
             timeout_graceful_shutdown=10,
         )
     finally:
+        sweeps.stop()
         purger.stop()
         compactor.stop()
         reaper.stop()

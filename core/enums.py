@@ -11,8 +11,12 @@ class ExperimentStatus(StrEnum):
 
     ``queued -> running -> succeeded | failed | cancelling -> cancelled``; a queued experiment can
     be cancelled directly, and a cancelled or failed one can be resumed (back to ``queued``).
+    A sweep's run starts ``pending`` (not yet on the broker) and becomes ``queued`` when its sweep
+    has a free slot under ``max_concurrent`` (``core.sweeps.scheduler``); it can be cancelled
+    while pending, and resumes to ``pending``.
     """
 
+    PENDING = "pending"
     QUEUED = "queued"
     RUNNING = "running"
     CANCELLING = "cancelling"

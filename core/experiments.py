@@ -148,7 +148,7 @@ def cancel(session: Session, experiment_id: str, actor: Actor | None = None) -> 
     key_id = actor.key_id if actor is not None else None
     before_start = f"cancelled{by} before it started"
     done = transition(
-        session, experiment_id, [S.QUEUED], S.CANCELLED, before_start,
+        session, experiment_id, [S.PENDING, S.QUEUED], S.CANCELLED, before_start,
         actor=key_id, finished_at=utcnow(),
     )  # fmt: skip
     if done is None:
@@ -166,7 +166,9 @@ def cancel(session: Session, experiment_id: str, actor: Actor | None = None) -> 
 def resume(
     session: Session, dispatcher: Dispatcher, experiment_id: str, actor: Actor | None = None
 ) -> Experiment:
-    """Queue a cancelled or failed experiment again; it continues from its latest checkpoint."""
+    """Queue a cancelled or failed experiment again; it continues from its latest checkpoint. A
+    sweep's run goes back to ``pending`` instead: its sweep's scheduler queues it when the sweep
+    has a free slot (``core.sweeps.scheduler``)."""
     latest = CheckpointRepository(session).latest(experiment_id)
     by = f" by {actor.label}" if actor is not None else ""
     reason = (
@@ -174,8 +176,12 @@ def resume(
         if latest is not None
         else f"resumed{by} from the start (no checkpoint was saved)"
     )
+    in_sweep = get(session, experiment_id).sweep_id is not None
+    if in_sweep:
+        reason += "; waits for a slot of its sweep's max_concurrent"
     moved = transition(
-        session, experiment_id, sorted(RESUMABLE_STATUSES), S.QUEUED, reason,
+        session, experiment_id, sorted(RESUMABLE_STATUSES), S.PENDING if in_sweep else S.QUEUED,
+        reason,
         actor=actor.key_id if actor is not None else None, finished_at=None,
     )  # fmt: skip
     if moved is None:
@@ -186,7 +192,8 @@ def resume(
         )
     session.commit()
     experiment = get(session, experiment_id)
-    dispatch(session, dispatcher, experiment)
+    if not in_sweep:
+        dispatch(session, dispatcher, experiment)
     return experiment
 
 

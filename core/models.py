@@ -5,6 +5,8 @@
 - ``auth_sessions``: dashboard sign-ins (cookie sessions) and one-time login tokens of a key.
 - ``experiments``: one row per submitted spec, its project, status and progress, and the lease of
   the worker that runs it.
+- ``sweeps``: a base spec, a search space and seeds (``core.sweeps``); its runs are experiments
+  that name it (``experiments.sweep_id``) and their configuration (``experiments.sweep_config``).
 - ``experiment_tags``: one row per tag of an experiment (its spec's ``tags``), for ``?tag=``.
 - ``metric_points``: every scalar a run reported, unique per (experiment, name, step).
 - ``checkpoints``: the files a run saved, with their size and sha256.
@@ -109,6 +111,30 @@ class AuthSession(Base):
     expires_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
 
 
+class Sweep(Base):
+    """A study: one base spec trained over a search space's configurations × seeds
+    (``core.sweeps``). Its runs are ordinary experiments naming it; its status is theirs."""
+
+    __tablename__ = "sweeps"
+    __table_args__ = (Index("ix_sweeps_project_id_id", "project_id", "id"),)
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    project_id: Mapped[str] = mapped_column(
+        String(26), ForeignKey("projects.id", ondelete="RESTRICT")
+    )
+    created_by_key_id: Mapped[str | None] = mapped_column(String(26))
+    name: Mapped[str] = mapped_column(String(200))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    """The sweep as submitted (``core.sweeps.space.SweepSpec``: base, space, seeds...)."""
+    configurations: Mapped[list[Any]] = mapped_column(JSONType)
+    """``[{"key": "c0", "params": {path: value}}, ...]``: the expanded search space."""
+    seeds: Mapped[list[Any]] = mapped_column(JSONType)
+    max_concurrent: Mapped[int] = mapped_column(Integer)
+    """At most this many of its runs are queued or running at once; the rest wait ``pending``."""
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+    updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+
+
 class Experiment(Base):
     """A submitted spec and where its run stands."""
 
@@ -141,6 +167,12 @@ class Experiment(Base):
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
     started_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
     finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
+    sweep_id: Mapped[str | None] = mapped_column(
+        String(26), ForeignKey("sweeps.id", ondelete="RESTRICT"), index=True
+    )
+    """The sweep the run belongs to (NULL for a run submitted on its own)."""
+    sweep_config: Mapped[str | None] = mapped_column(String(16))
+    """Its configuration's key within the sweep (``c0``, ``c1``...)."""
     compacted_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
     """When its progress and metrics events were dropped and its long series thinned
     (``core.retention``); NULL until then."""

@@ -20,6 +20,7 @@ from core.db import utcnow
 from core.enums import ExperimentStatus
 from core.errors import QuotaExceeded
 from core.repositories import ExperimentRepository, ProjectRepository
+from core.repositories.sweeps import SweepRepository
 from core.settings import Settings
 from learners.budget import Assessment, assess
 from learners.memory import MemoryEstimate
@@ -67,28 +68,37 @@ ACTIVE_STATUSES = (ExperimentStatus.QUEUED, ExperimentStatus.RUNNING, Experiment
 RATE_WINDOW = dt.timedelta(seconds=60)
 
 
-def check_project_limits(session: Session, project_id: str, settings: Settings) -> None:
-    """Raise ``QuotaExceeded`` when the project may not submit another experiment now: it has
-    ``settings.project_max_active_runs`` runs queued or running, or it submitted
-    ``settings.project_submissions_per_minute`` in the last 60 seconds."""
+def check_project_limits(
+    session: Session, project_id: str, settings: Settings, *, needs_slot: bool = True
+) -> None:
+    """Raise ``QuotaExceeded`` when the project may not submit now: it has
+    ``settings.project_max_active_runs`` runs queued or running (only when the submission
+    ``needs_slot``: a sweep's runs wait ``pending`` for one instead), or it submitted
+    ``settings.project_submissions_per_minute`` experiments or sweeps in the last 60 seconds (a
+    sweep counts once, its runs not at all)."""
     ProjectRepository(session).lock(project_id)
     experiments = ExperimentRepository(session)
-    active = experiments.count_active(project_id, ACTIVE_STATUSES)
-    if active >= settings.project_max_active_runs:
-        raise QuotaExceeded(
-            f"the project has {active} runs queued or running, its limit "
-            f"({_variable('project_max_active_runs')}={settings.project_max_active_runs}); "
-            "cancel one or wait for one to finish"
-        )
+    if needs_slot:
+        active = experiments.count_active(project_id, ACTIVE_STATUSES)
+        if active >= settings.project_max_active_runs:
+            raise QuotaExceeded(
+                f"the project has {active} runs queued or running, its limit "
+                f"({_variable('project_max_active_runs')}={settings.project_max_active_runs}); "
+                "cancel one or wait for one to finish"
+            )
     now = utcnow()
-    recent = experiments.created_since(project_id, now - RATE_WINDOW)
+    since = now - RATE_WINDOW
+    recent = sorted(
+        experiments.created_since(project_id, since)
+        + SweepRepository(session).created_since(project_id, since)
+    )
     if len(recent) >= settings.project_submissions_per_minute:
         # A slot frees when the oldest submission of the window leaves it.
         oldest = recent[-settings.project_submissions_per_minute]
         retry_after = max(1, math.ceil((oldest + RATE_WINDOW - now).total_seconds()))
         raise QuotaExceeded(
-            f"the project submitted {len(recent)} experiments in the last 60 s, its limit "
-            f"({_variable('project_submissions_per_minute')}="
+            f"the project submitted {len(recent)} experiments or sweeps in the last 60 s, its "
+            f"limit ({_variable('project_submissions_per_minute')}="
             f"{settings.project_submissions_per_minute}); retry in {retry_after} s",
             retry_after_s=retry_after,
         )

@@ -76,6 +76,12 @@ class Settings(BaseSettings):
     checkpoint (``max_restarts`` in its spec)."""
     reaper_interval_s: float = Field(default=10.0, gt=0, le=600)
     """How often the API looks for runs whose lease lapsed."""
+    sweep_interval_s: float = Field(default=5.0, gt=0, le=600)
+    """How often the API starts a sweep's pending runs when runs of it have ended
+    (``core.sweeps.scheduler``: at most ``max_concurrent`` of a sweep's runs are queued or
+    running)."""
+    sweep_max_runs: int = Field(default=500, ge=1, le=100_000)
+    """The most runs (configurations × seeds) one sweep may have; a larger one is refused (422)."""
     retention_days: int = Field(default=30, ge=0)
     """A run finished longer ago than this is compacted (``core.retention``): its progress and
     metrics events are deleted and its long metric series thinned; 0 turns compaction off."""

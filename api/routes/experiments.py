@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Depends, Header, Query, Response
+from fastapi import Depends, Query, Response
 from sqlalchemy.orm import Session
 
+from api import idempotency as idempotent
 from api.auth import ExperimentId, PrincipalDep, project_router
 from api.deps import PageAfter, PageLimit, ServicesDep, SessionDep, json_body, json_request_body
 from api.errors import ApiError, FieldProblem, check_cursor, error_responses
+from api.idempotency import IdempotencyKeyHeader
 from api.schemas import ExperimentOut, ExperimentPage
 from core import experiments as service
 from core import idempotency
 from core.auth import Principal
 from core.enums import ExperimentStatus
+from core.ids import ID_PATTERN
 from core.models import Experiment
 from core.quotas import check_project_limits, check_spec_bounds
 from core.repositories import ExperimentFilter, ExperimentRepository
@@ -52,21 +55,9 @@ def create_experiment(
     services: ServicesDep,
     principal: PrincipalDep,
     response: Response,
-    idempotency_key: Annotated[
-        str | None,
-        Header(
-            alias="idempotency-key",
-            json_schema_extra={
-                "minLength": 1,
-                "maxLength": idempotency.MAX_KEY_LENGTH,
-                "pattern": idempotency.KEY_PATTERN,
-            },
-            description="Makes a retry safe: the same key and body return the first request's "
-            "experiment (1 to 200 printable ASCII characters).",
-        ),
-    ] = None,
+    idempotency_key: IdempotencyKeyHeader = None,
 ) -> ExperimentOut:
-    claim = _claim(idempotency_key, body)
+    claim = idempotent.claim(idempotency_key, "experiments", body)
     if claim is not None:
         existing = idempotency.lookup(session, principal.project_id, claim)
         if existing is not None:
@@ -88,25 +79,10 @@ def create_experiment(
     return _created(session, experiment, response, replayed=not created)
 
 
-def _claim(header: str | None, body: Any) -> idempotency.Claim | None:
-    """The request's idempotency claim, None without the header; 400 naming a bad header."""
-    if header is None:
-        return None
-    problem = idempotency.key_problem(header)
-    if problem is not None:
-        name = idempotency.HEADER
-        raise ApiError(
-            400, "invalid_header", f"{name}: {problem}", [FieldProblem(field=name, reason=problem)]
-        )
-    return idempotency.claim_of(header, "experiments", body)
-
-
 def _created(
     session: Session, experiment: Experiment, response: Response, replayed: bool
 ) -> ExperimentOut:
-    response.headers["location"] = f"/v1/experiments/{experiment.id}"
-    if replayed:
-        response.headers["idempotent-replayed"] = "true"
+    idempotent.created(response, f"/v1/experiments/{experiment.id}", replayed)
     return one(session, experiment)
 
 
@@ -116,7 +92,8 @@ def _created(
     summary="List experiments",
     description="Newest first, with cursor pagination: pass the page's `next_after` as `after` to "
     "read the next page. Filters combine with AND: `status`, `algorithm`, `backend`, `tag` "
-    "(runs holding exactly this tag) and `q` (runs whose name contains the text, ignoring case).",
+    "(runs holding exactly this tag), `q` (runs whose name contains the text, ignoring case) "
+    "and `sweep_id` (the runs of one sweep).",
     responses=error_responses(422),
 )
 def list_experiments(
@@ -144,6 +121,9 @@ def list_experiments(
             description="Only runs whose name contains this text (ignoring case).",
         ),
     ] = None,
+    sweep_id: Annotated[
+        str | None, Query(pattern=ID_PATTERN, description="Only the runs of this sweep.")
+    ] = None,
 ) -> ExperimentPage:
     check_cursor(after, "an experiment")
     rows = ExperimentRepository(session).page(
@@ -154,6 +134,7 @@ def list_experiments(
             backend=backend,
             tag=tag,
             name_contains=q,
+            sweep_id=sweep_id,
         ),
         limit + 1,
         after,
@@ -224,7 +205,8 @@ def cancel_experiment(
     summary="Resume a cancelled or failed experiment",
     description="Queue the run again with the same id; it continues from its latest checkpoint on "
     "the same step axis (metrics after that checkpoint are recomputed). Without a checkpoint it "
-    "starts over. Other statuses are a 409.",
+    "starts over. A sweep's run becomes `pending` and is queued when its sweep has a free slot. "
+    "Other statuses are a 409.",
     responses=error_responses(404, 409, 503),
 )
 def resume_experiment(

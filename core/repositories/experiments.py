@@ -28,6 +28,8 @@ class ExperimentFilter:
     """Only experiments with exactly this tag."""
     name_contains: str | None = None
     """Only experiments whose name holds this text, ignoring case."""
+    sweep_id: str | None = None
+    """Only the runs of this sweep."""
 
 
 class ExperimentRepository:
@@ -59,10 +61,15 @@ class ExperimentRepository:
         return int(self.session.scalar(query) or 0)
 
     def created_since(self, project_id: str, since: dt.datetime) -> list[dt.datetime]:
-        """When each of the project's experiments created after ``since`` was, oldest first."""
+        """When each of the project's experiments submitted on their own (not by a sweep) after
+        ``since`` was, oldest first."""
         query = (
             select(Experiment.created_at)
-            .where(Experiment.project_id == project_id, Experiment.created_at > since)
+            .where(
+                Experiment.project_id == project_id,
+                Experiment.created_at > since,
+                Experiment.sweep_id.is_(None),
+            )
             .order_by(Experiment.created_at)
         )
         return list(self.session.scalars(query))
@@ -100,6 +107,8 @@ class ExperimentRepository:
         if flt.tag is not None:
             tagged = select(ExperimentTag.experiment_id).where(ExperimentTag.tag == flt.tag)
             query = query.where(Experiment.id.in_(tagged))
+        if flt.sweep_id is not None:
+            query = query.where(Experiment.sweep_id == flt.sweep_id)
         if flt.name_contains is not None:
             query = query.where(Experiment.name.icontains(flt.name_contains, autoescape=True))
         return list(self.session.scalars(query))

@@ -65,10 +65,23 @@ def match_id(anonymous: TestClient, keys: dict[str, str]) -> str:
     return value
 
 
-def _url(path: str, experiment_id: str, key_id: str, match_id: str = "") -> str:
+@pytest.fixture
+def sweep_id(anonymous: TestClient, keys: dict[str, str], example_spec: dict[str, Any]) -> str:
+    """A sweep of project team-a (two runs of the example spec)."""
+    base = {k: v for k, v in example_spec.items() if k != "seed"}
+    response = anonymous.post(
+        "/v1/sweeps", json={"base": base, "seeds": 2}, headers=bearer(keys["member"])
+    )
+    assert response.status_code == 201, response.text
+    value: str = response.json()["id"]
+    return value
+
+
+def _url(path: str, experiment_id: str, key_id: str, match_id: str = "", sweep_id: str = "") -> str:
     values = {
         "experiment_id": experiment_id,
         "match_id": match_id,
+        "sweep_id": sweep_id,
         "checkpoint_id": "01JAAAAAAAAAAAAAAAAAAAAAAA",
         "project": "team-a",
         "key_id": key_id,
@@ -100,6 +113,10 @@ def test_the_walk_covers_every_kind_of_route() -> None:
         "/v1/matches",
         "/v1/matches/{match_id}",
         "/v1/matches/{match_id}/replay.gif",
+        "/v1/sweeps",
+        "/v1/sweeps/{sweep_id}",
+        "/v1/sweeps/{sweep_id}/cancel",
+        "/v1/sweeps/{sweep_id}/summary.csv",
     } <= paths
 
 
@@ -109,12 +126,13 @@ def test_no_key_a_bad_key_and_a_revoked_key_are_401(
     keys: dict[str, str],
     experiment: dict[str, Any],
     match_id: str,
+    sweep_id: str,
     session: Session,
     method: str,
     path: str,
 ) -> None:
     key_id = session.scalars(select(ApiKey.id)).first() or ""
-    url = _url(path, experiment["id"], key_id, match_id)
+    url = _url(path, experiment["id"], key_id, match_id, sweep_id)
     revoked = anonymous.post(
         "/v1/projects/team-a/keys", json={"name": "soon gone", "role": "admin"},
         headers=bearer(keys["admin"]),
@@ -138,13 +156,15 @@ def test_a_viewer_may_not_change_anything(
     anonymous: TestClient,
     keys: dict[str, str],
     experiment: dict[str, Any],
+    sweep_id: str,
     session: Session,
     method: str,
     path: str,
 ) -> None:
     key_id = session.scalars(select(ApiKey.id)).first() or ""
+    url = _url(path, experiment["id"], key_id, sweep_id=sweep_id)
 
-    response = _call(anonymous, method, _url(path, experiment["id"], key_id), keys["viewer"])
+    response = _call(anonymous, method, url, keys["viewer"])
 
     assert response.status_code == 403, response.text
     assert response.json()["error"]["code"] == "forbidden"
@@ -160,16 +180,16 @@ def test_another_projects_resource_is_404(
     keys: dict[str, str],
     experiment: dict[str, Any],
     match_id: str,
+    sweep_id: str,
     session: Session,
     method: str,
     path: str,
 ) -> None:
     # team-b's admin may do anything in team-b, and nothing at all with team-a's resources.
     team_a_key = session.scalars(select(ApiKey.id)).first() or ""
+    url = _url(path, experiment["id"], team_a_key, match_id, sweep_id)
 
-    response = _call(
-        anonymous, method, _url(path, experiment["id"], team_a_key, match_id), keys["other_admin"]
-    )
+    response = _call(anonymous, method, url, keys["other_admin"])
 
     assert response.status_code == 404, response.text
     assert response.json()["error"]["code"] == "not_found"

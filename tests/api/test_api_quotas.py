@@ -57,6 +57,6 @@ def test_submissions_per_minute_are_capped_with_retry_after(
     over = limited.post("/v1/experiments", json=example_spec)
 
     assert over.status_code == 429
-    assert "3 experiments in the last 60 s" in over.json()["error"]["message"]
+    assert "3 experiments or sweeps in the last 60 s" in over.json()["error"]["message"]
     assert 1 <= int(over.headers["retry-after"]) <= 60
     assert _count(session) == 3

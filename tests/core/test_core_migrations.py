@@ -24,6 +24,7 @@ TABLES = {
     "matches",
     "idempotency_keys",
     "experiment_tags",
+    "sweeps",
     "alembic_version",
 }
 

@@ -1,0 +1,303 @@
+"""A sweep's search space, and its expansion into the experiment specs it stands for.
+
+A sweep is a base spec, a search space and seeds (``SweepSpec``). The space has a ``grid`` (a list
+of values per spec path, crossed: every combination) and/or a ``random`` part (a distribution per
+spec path, drawn ``num_samples`` times from a generator seeded by the space's ``seed``); the grid's
+combinations are crossed with the random draws. Each resulting **configuration** is trained once
+per seed. A spec path is dotted into the spec's JSON: ``hyperparameters.learning_rate``,
+``env.kwargs.N``, ``env.num_envs``, ``total_steps``.
+
+``expand`` builds every child spec and validates each with ``learners.spec.parse_spec``, so a sweep
+is refused whole (nothing stored) when any child would be; each problem names the parameter and
+the value that caused it (``space.grid.<path>``) or the base spec's field (``base.<field>``).
+Nothing here touches a database.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+
+from learners.spec import (
+    ExperimentSpec,
+    FieldError,
+    SpecError,
+    errors_from_validation,
+    parse_spec,
+)
+
+_STRICT = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+PATH_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+SET_BY_SWEEP = {"seed": "set by the sweep's `seeds`", "name": "set by the sweep for each run"}
+DISTRIBUTIONS = ("choice", "uniform", "log_uniform", "int_uniform")
+MAX_ERRORS = 20
+"""A refusal lists at most this many problems (a bad base spec would repeat one per child)."""
+
+
+class SearchSpace(BaseModel):
+    """What varies between a sweep's configurations."""
+
+    model_config = _STRICT
+
+    grid: dict[str, list[JsonValue]] = Field(default_factory=dict)
+    """Per spec path, the values to try; the grid is every combination of them."""
+    random: dict[str, dict[str, JsonValue]] = Field(default_factory=dict)
+    """Per spec path, a distribution: ``{"choice": [v, ...]}``, ``{"uniform": [low, high]}``,
+    ``{"log_uniform": [low, high]}`` (low > 0) or ``{"int_uniform": [low, high]}`` (both
+    included)."""
+    num_samples: int = Field(default=1, ge=1, le=1000)
+    """How many draws of the ``random`` part (each crossed with every grid combination)."""
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    """Seeds the random draws: the same space and seed give the same configurations."""
+
+
+class SweepSpec(BaseModel):
+    """What ``POST /v1/sweeps`` takes."""
+
+    model_config = _STRICT
+
+    name: str = Field(default="", max_length=150, pattern=r"^[^\x00]*$")
+    """A name for people; empty: the base spec's name. Each run is named
+    ``<name> <config> s<seed>``."""
+    base: dict[str, JsonValue]
+    """An experiment spec (as ``POST /v1/experiments`` takes) that every run starts from; its
+    ``seed`` is left out (``seeds`` sets it)."""
+    space: SearchSpace = Field(default_factory=SearchSpace)
+    """What varies between configurations."""
+    seeds: list[int] | int = 3
+    """The seeds each configuration is trained with: a list, or a count ``n`` for seeds 0 to n-1."""
+    max_concurrent: int = Field(default=4, ge=1, le=1000)
+    """At most this many of the sweep's runs are queued or running at once; the rest wait as
+    ``pending``."""
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One point of the search space: its key within the sweep (``c0``, ``c1``...) and values."""
+
+    key: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Child:
+    """One run of a sweep: a configuration trained with one seed, as a validated spec."""
+
+    config: str
+    seed: int
+    spec: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """Everything a sweep stands for, in the order its runs should start (seed-major)."""
+
+    configurations: list[Configuration]
+    seeds: list[int]
+    children: list[Child]
+
+
+def parse_sweep(data: Any) -> SweepSpec:
+    """The submitted sweep's own fields, validated as JSON, or ``SpecError`` naming each field.
+    The children are checked by ``expand``."""
+    if not isinstance(data, Mapping):
+        raise SpecError([FieldError("body", "the sweep must be a JSON object")])
+    try:
+        sweep = SweepSpec.model_validate_json(json.dumps(dict(data)), strict=True)
+    except ValidationError as exc:
+        raise SpecError(errors_from_validation(exc)) from None
+    errors = _seed_errors(sweep.seeds) + _path_errors(sweep)
+    errors += [e for path, d in sweep.space.random.items() for e in _distribution_errors(path, d)]
+    if "seed" in sweep.base:
+        errors.append(FieldError("base.seed", "leave it out: the sweep's `seeds` set each run's"))
+    if errors:
+        raise SpecError(errors)
+    return sweep
+
+
+def seeds_of(sweep: SweepSpec) -> list[int]:
+    """The sweep's seeds as a list."""
+    return list(range(sweep.seeds)) if isinstance(sweep.seeds, int) else list(sweep.seeds)
+
+
+def run_count(sweep: SweepSpec) -> int:
+    """How many runs the sweep stands for (without building them)."""
+    grid = math.prod(len(values) for values in sweep.space.grid.values())
+    draws = sweep.space.num_samples if sweep.space.random else 1
+    return grid * draws * len(seeds_of(sweep))
+
+
+def configurations(space: SearchSpace) -> list[Configuration]:
+    """The grid's combinations crossed with the random draws, keyed ``c0``, ``c1``... (the last
+    grid path varies fastest, then the draws)."""
+    grid_paths = list(space.grid)
+    combos = list(itertools.product(*(space.grid[p] for p in grid_paths)))
+    draws = _draws(space) if space.random else [{}]
+    points = [
+        {**dict(zip(grid_paths, combo, strict=True)), **draw} for combo in combos for draw in draws
+    ]
+    return [Configuration(key=f"c{i}", params=params) for i, params in enumerate(points)]
+
+
+def expand(sweep: SweepSpec, check: Callable[[ExperimentSpec], None] | None = None) -> Expansion:
+    """Every run of the sweep as a validated spec, or ``SpecError`` naming what would fail;
+    ``check`` is a further test of each parsed spec that raises ``SpecError`` (the deployment's
+    bounds: ``core.quotas.check_spec_bounds``)."""
+    configs = configurations(sweep.space)
+    seeds = seeds_of(sweep)
+    name = sweep.name or str(sweep.base.get("name", "")) or "sweep"
+    errors: dict[tuple[str, str], FieldError] = {}
+    children: list[Child] = []
+    for seed in seeds:
+        for config in configs:
+            spec = _child_spec(sweep.base, config, seed, f"{name} {config.key} s{seed}")
+            try:
+                parsed = parse_spec(spec)
+                if check is not None:
+                    check(parsed)
+            except SpecError as exc:
+                for error in exc.errors:
+                    located = _locate(error, config, sweep.space)
+                    errors.setdefault((located.field, located.reason), located)
+                continue
+            children.append(Child(config.key, seed, parsed.model_dump(mode="json")))
+    if errors:
+        raise SpecError(list(errors.values())[:MAX_ERRORS])
+    return Expansion(configurations=configs, seeds=seeds, children=children)
+
+
+def _child_spec(
+    base: dict[str, Any], config: Configuration, seed: int, name: str
+) -> dict[str, Any]:
+    spec = copy.deepcopy(base)
+    for path, value in config.params.items():
+        _set(spec, path.split("."), copy.deepcopy(value))
+    spec["seed"] = seed
+    spec["name"] = name[:200]
+    return spec
+
+
+def _set(target: dict[str, Any], parts: list[str], value: Any) -> None:
+    for part in parts[:-1]:
+        inner = target.get(part)
+        if not isinstance(inner, dict):
+            # A path through a missing (or non-object) field makes it an object: parse_spec
+            # then says whether the field takes one.
+            inner = target[part] = {}
+        target = inner
+    target[parts[-1]] = value
+
+
+def _locate(error: FieldError, config: Configuration, space: SearchSpace) -> FieldError:
+    """Name the swept parameter behind a child's error (its value too), else the base's field."""
+    for path, value in config.params.items():
+        if (
+            error.field == path
+            or error.field.startswith(path + ".")
+            or path.startswith(error.field + ".")
+        ):
+            part = "grid" if path in space.grid else "random"
+            reason = f"value {_show(value)} in configuration {config.key}: {error.reason}"
+            return FieldError(f"space.{part}.{path}", reason)
+    if config.params and error.field not in {"body"}:
+        values = ", ".join(f"{p}={_show(v)}" for p, v in config.params.items())
+        return FieldError(f"base.{error.field}", f"with {values}: {error.reason}")
+    return FieldError(f"base.{error.field}", error.reason)
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _seed_errors(seeds: list[int] | int) -> list[FieldError]:
+    if isinstance(seeds, int):
+        ok = 1 <= seeds <= 100
+        return [] if ok else [FieldError("seeds", "a count must be between 1 and 100")]
+    if not 1 <= len(seeds) <= 100:
+        return [FieldError("seeds", "give between 1 and 100 seeds")]
+    if len(set(seeds)) != len(seeds):
+        return [FieldError("seeds", "each seed once")]
+    bad = [s for s in seeds if not 0 <= s <= 2**31 - 1]
+    return [FieldError("seeds", f"{bad[0]} is not between 0 and 2**31 - 1")] if bad else []
+
+
+def _path_errors(sweep: SweepSpec) -> list[FieldError]:
+    errors = []
+    for part, paths in (("grid", sweep.space.grid), ("random", sweep.space.random)):
+        for path, values in paths.items():
+            field = f"space.{part}.{path}"
+            head = path.split(".")[0]
+            if not PATH_PATTERN.match(path):
+                errors.append(FieldError(field, "a spec path is dotted names, e.g. env.kwargs.N"))
+            elif head in SET_BY_SWEEP:
+                errors.append(FieldError(field, f"cannot be swept: {SET_BY_SWEEP[head]}"))
+            elif part == "grid" and path in sweep.space.random:
+                errors.append(FieldError(field, "is also in space.random; sweep it in one"))
+            elif part == "grid" and not 1 <= len(values) <= 100:
+                errors.append(FieldError(field, "give between 1 and 100 values"))
+    return errors
+
+
+def _distribution_errors(path: str, distribution: dict[str, Any]) -> list[FieldError]:
+    field = f"space.random.{path}"
+    if len(distribution) != 1 or next(iter(distribution)) not in DISTRIBUTIONS:
+        kinds = ", ".join(DISTRIBUTIONS)
+        return [
+            FieldError(field, f'a distribution is one key of {kinds}, e.g. {{"uniform": [0, 1]}}')
+        ]
+    kind, args = next(iter(distribution.items()))
+    if kind == "choice":
+        ok = isinstance(args, list) and 1 <= len(args) <= 100
+        return [] if ok else [FieldError(f"{field}.choice", "give between 1 and 100 values")]
+    numbers = isinstance(args, list) and len(args) == 2
+    numbers = numbers and all(isinstance(a, int | float) and not isinstance(a, bool) for a in args)
+    if kind == "int_uniform" and not (numbers and all(isinstance(a, int) for a in args)):
+        return [FieldError(f"{field}.int_uniform", "give [low, high], two integers")]
+    if not numbers:
+        return [FieldError(f"{field}.{kind}", "give [low, high], two numbers")]
+    low, high = args
+    if (
+        not (math.isfinite(low) and math.isfinite(high))
+        or low > high
+        or (kind != "int_uniform" and low == high)
+    ):
+        return [FieldError(f"{field}.{kind}", f"low must be below high (got [{low}, {high}])")]
+    if kind == "log_uniform" and low <= 0:
+        return [FieldError(f"{field}.log_uniform", "low must be above 0")]
+    return []
+
+
+def _draws(space: SearchSpace) -> list[dict[str, Any]]:
+    """``num_samples`` draws of every random path, reproducibly from ``space.seed``; floats kept to
+    six significant digits so that configurations read (and print) cleanly."""
+    rng = np.random.default_rng(space.seed)
+    samplers = {path: _sampler(d) for path, d in space.random.items()}
+    return [
+        {path: sample(rng) for path, sample in samplers.items()} for _ in range(space.num_samples)
+    ]
+
+
+def _sampler(distribution: dict[str, Any]) -> Callable[[np.random.Generator], Any]:
+    kind, args = next(iter(distribution.items()))
+    if kind == "choice":
+        return lambda rng: copy.deepcopy(args[int(rng.integers(len(args)))])
+    if kind == "int_uniform":
+        return lambda rng: int(rng.integers(args[0], args[1] + 1))
+    if kind == "log_uniform":
+        low, high = math.log(args[0]), math.log(args[1])
+        return lambda rng: _six(math.exp(rng.uniform(low, high)))
+    return lambda rng: _six(float(rng.uniform(args[0], args[1])))
+
+
+def _six(value: float) -> float:
+    return float(f"{value:.6g}")

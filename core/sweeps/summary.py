@@ -1,0 +1,170 @@
+"""A sweep's summary: which configuration is better, and whether the difference is real.
+
+Per configuration, over its runs that **succeeded** (a failed or cancelled run has no final value;
+the counts say how many there are): each run's final value of the metric (its last finite point),
+their mean and interquartile mean, each with a 95% bootstrap interval; an aggregate curve (the mean
+over the configuration's runs, with a 95% band, on one step grid common to the sweep: every run
+that has points counts, finished or not, holding its last value between points); a rank by IQM;
+and the probability that the best configuration improves on each other one, P(best > other), with
+its interval. ``core.sweeps.stats`` says how each is computed. ``to_csv`` writes the table.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from core.enums import ExperimentStatus
+from core.models import Sweep
+from core.repositories.sweeps import SweepRepository
+from core.sweeps import stats
+
+DEFAULT_METRIC = "eval/episode_return"
+
+
+@dataclass(frozen=True)
+class FinalValues:
+    """The finished runs' final values of the metric and their aggregates."""
+
+    values: list[float]
+    mean: float
+    mean_ci95: stats.Interval
+    iqm: float
+    iqm_ci95: stats.Interval
+
+
+@dataclass(frozen=True)
+class Improvement:
+    """P(best > this configuration) over pairs of their finished runs' final values."""
+
+    best: str
+    probability: float
+    ci95: stats.Interval
+
+
+@dataclass
+class ConfigSummary:
+    """One configuration of the sweep, summarised."""
+
+    key: str
+    params: dict[str, Any]
+    runs: int
+    succeeded: int
+    failed: int
+    active: int
+    experiment_ids: list[str]
+    final: FinalValues | None = None
+    rank: int | None = None
+    improvement: Improvement | None = None
+    curve: list[stats.CurvePoint] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """The whole summary, configurations ranked (those with no finished run last)."""
+
+    sweep_id: str
+    metric: str
+    configurations: list[ConfigSummary]
+    params: list[str]
+    """The swept spec paths, in the space's order."""
+
+
+def summarize(session: Session, sweep: Sweep, metric: str = DEFAULT_METRIC) -> SweepSummary:
+    """The sweep's summary for ``metric`` (see the module's docstring)."""
+    repo = SweepRepository(session)
+    runs = repo.runs(sweep.id)
+    series = repo.series([r.id for r in runs], metric)
+    grid = stats.common_grid([[s for s, _ in points] for points in series.values()])
+    configs = []
+    for config in sweep.configurations:
+        mine = [r for r in runs if r.sweep_config == config["key"]]
+        done = [r for r in mine if r.status == ExperimentStatus.SUCCEEDED and series.get(r.id)]
+        summary = ConfigSummary(
+            key=config["key"],
+            params=config["params"],
+            runs=len(mine),
+            succeeded=sum(r.status == ExperimentStatus.SUCCEEDED for r in mine),
+            failed=sum(r.status == ExperimentStatus.FAILED for r in mine),
+            active=sum(not r.status.is_terminal for r in mine),
+            experiment_ids=[r.id for r in mine],
+            final=_final([series[r.id][-1][1] for r in done]),
+        )
+        curves = [series[r.id] for r in mine if series.get(r.id)]
+        summary.curve = stats.aggregate_curve(
+            [([s for s, _ in c], [v for _, v in c]) for c in curves], grid
+        )
+        configs.append(summary)
+    _rank(configs)
+    params = list(sweep.spec.get("space", {}).get("grid", {})) + list(
+        sweep.spec.get("space", {}).get("random", {})
+    )
+    return SweepSummary(sweep.id, metric, configs, params)
+
+
+def _final(values: list[float]) -> FinalValues | None:
+    if not values:
+        return None
+    return FinalValues(
+        values=values,
+        mean=float(stats.mean(values)),
+        mean_ci95=stats.bootstrap_ci(values, stats.mean),
+        iqm=float(stats.iqm(values)),
+        iqm_ci95=stats.bootstrap_ci(values, stats.iqm),
+    )
+
+
+def _rank(configs: list[ConfigSummary]) -> None:
+    """Rank by IQM (ties by mean, then key), compare the best with each other, and sort."""
+    ranked = sorted(
+        (c for c in configs if c.final is not None),
+        key=lambda c: (-c.final.iqm, -c.final.mean, c.key) if c.final else (0.0, 0.0, c.key),
+    )
+    for rank, config in enumerate(ranked, start=1):
+        config.rank = rank
+    if ranked:
+        best = ranked[0]
+        assert best.final is not None
+        for other in ranked[1:]:
+            assert other.final is not None
+            other.improvement = Improvement(
+                best=best.key,
+                probability=stats.probability_of_improvement(best.final.values, other.final.values),
+                ci95=stats.probability_of_improvement_ci(best.final.values, other.final.values),
+            )
+    configs.sort(key=lambda c: (c.rank is None, c.rank or 0, c.key))
+
+
+CSV_COLUMNS = [
+    "rank", "config", "runs", "succeeded", "failed", "mean", "mean_low", "mean_high", "iqm",
+    "iqm_low", "iqm_high", "p_best_better", "p_low", "p_high", "final_values",
+]  # fmt: skip
+
+
+def to_csv(summary: SweepSummary) -> str:
+    """The ranked table as CSV: one row per configuration, a column per swept parameter."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS[:2] + summary.params + CSV_COLUMNS[2:])
+    for c in summary.configurations:
+        f, p = c.final, c.improvement
+        row: list[Any] = [c.rank or "", c.key]
+        row += [_cell(c.params.get(name)) for name in summary.params]
+        row += [c.runs, c.succeeded, c.failed]
+        row += (
+            [f.mean, f.mean_ci95.low, f.mean_ci95.high, f.iqm, f.iqm_ci95.low, f.iqm_ci95.high]
+            if f
+            else [""] * 6
+        )
+        row += [p.probability, p.ci95.low, p.ci95.high] if p else [""] * 3
+        row += [" ".join(repr(v) for v in f.values) if f else ""]
+        writer.writerow(row)
+    return out.getvalue()
+
+
+def _cell(value: Any) -> Any:
+    return "" if value is None else value
