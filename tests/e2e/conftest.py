@@ -26,6 +26,7 @@ def _running_stack(
             "MARLFORGE_VAR_DIR": str(folder / "var"),
             "MARLFORGE_ARTIFACTS_DIR": str(folder / "artifacts"),
             "MARLFORGE_POLL_INTERVAL_S": "0.2",
+            "MARLFORGE_SWEEP_INTERVAL_S": "0.5",
         }
     )
     worker = ServiceProcess(["worker", *worker_args], env, folder / "worker.log")
