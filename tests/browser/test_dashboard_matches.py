@@ -167,4 +167,4 @@ def test_the_matches_table_lists_the_match_and_opens_it(
     viewer.tab.locator(f"tr[data-match='{match_id}']").wait_for()
     assert viewer.tab.locator("[data-action=new-match]").count() == 0
     viewer.open("#/matches/new")
-    viewer.tab.get_by_text("can read runs and matches but not start them").wait_for()
+    viewer.tab.get_by_text("can read runs, matches and sweeps but not start them").wait_for()

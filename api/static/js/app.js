@@ -3,6 +3,7 @@
 //   #/            runs table          #/runs/<id>   one run
 //   #/compare     compare runs        #/new         new run form
 //   #/matches     matches table       #/matches/<id>  one match     #/matches/new  start a match
+//   #/sweeps      sweeps table        #/sweeps/<id>   one sweep     #/sweeps/new   launch a sweep
 // Signed out, every route shows the sign-in page; `#login=<token>` (the URL `marlforge up` prints)
 // signs in with a one-time token and is then taken out of the address bar.
 
@@ -12,6 +13,9 @@ import * as matches from "./matches.js";
 import * as newRun from "./new.js";
 import * as run from "./run.js";
 import * as runs from "./runs.js";
+import * as sweep from "./sweep.js";
+import * as newSweep from "./sweep_new.js";
+import * as sweeps from "./sweeps.js";
 import { canWrite, me, mountSignIn, signIn, signOut, whoami } from "./session.js";
 import { fill, h, route } from "./util.js";
 
@@ -28,6 +32,10 @@ function page(path) {
   if (matchId) return { nav: "matches", title: "Match", mount: (r, p) => matches.mountMatch(r, p, matchId[1]) };
   if (path === "/matches") return { nav: "matches", title: "Matches", mount: matches.mountList };
   if (path === "/matches/new") return { nav: "matches", title: "Start a match", mount: newMatch.mount, writes: true };
+  const sweepId = path.match(/^\/sweeps\/([0-9A-Z]{26})$/);
+  if (sweepId) return { nav: "sweeps", title: "Sweep", mount: (r, p) => sweep.mount(r, p, sweepId[1]) };
+  if (path === "/sweeps") return { nav: "sweeps", title: "Sweeps", mount: sweeps.mountList };
+  if (path === "/sweeps/new") return { nav: "sweeps", title: "New sweep", mount: newSweep.mount, writes: true };
   if (path === "/compare") return { nav: "compare", title: "Compare", mount: compare.mount };
   if (path === "/new") return { nav: "new", title: "New run", mount: newRun.mount, writes: true };
   if (path === "/" || path === "") return { nav: "runs", title: "Runs", mount: runs.mount };
@@ -49,7 +57,7 @@ async function show() {
   const target = page(path);
   document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("active", target && a.dataset.nav === target.nav));
   if (target && target.writes && !canWrite()) {
-    fill(root, h("div", { class: "card" }, `Your key is a ${me.key.role} key: it can read runs and matches but not start them. `,
+    fill(root, h("div", { class: "card" }, `Your key is a ${me.key.role} key: it can read runs, matches and sweeps but not start them. `,
       h("a", { href: "#/" }, "Back to the runs.")));
     return;
   }

@@ -1,6 +1,7 @@
 // A small SVG line chart of our own: several series on shared axes, gaps for missing values, a
-// hover read-out, live appends. No charting library: this is all the dashboard needs, it works
-// offline, and SVG scales crisply from a phone to a laptop.
+// hover read-out, live appends, and an optional shaded band around a line (a sweep's mean curve
+// and its 95% interval). No charting library: this is all the dashboard needs, it works offline,
+// and SVG scales crisply from a phone to a laptop.
 
 import { h, num } from "./util.js";
 
@@ -62,12 +63,13 @@ function shrink(points, target) {
 export class LineChart {
   /** @param {{title: string, id?: string}} options */
   constructor({ title, id }) {
-    this.series = new Map(); // key -> {label, color, points: [[step, value]]}
+    this.series = new Map(); // key -> {label, color, points: [[step, value]], band: [[step, low, high]] | null}
     this.svg = svg("svg", { role: "img", "aria-label": title });
     this.tip = h("div", { class: "tip", hidden: true });
     this.legend = h("div", { class: "legend" });
+    this.heading = h("h2", {}, title);
     this.el = h("div", { class: "card chart", "data-chart": id || title, "data-points": 0 },
-                h("h2", {}, title), this.svg, this.tip, this.legend);
+                this.heading, this.svg, this.tip, this.legend);
     this.svg.addEventListener("mousemove", (e) => this.hover(e));
     this.svg.addEventListener("mouseleave", () => { this.tip.hidden = true; this.cursor?.remove(); });
     this.pending = false;
@@ -75,14 +77,21 @@ export class LineChart {
     this.observer.observe(this.el);
   }
 
-  /** Replace all series: [{key, label, color?, steps, values}]. */
+  /** Replace all series: [{key, label, color?, steps, values, low?, high?}]; `low` and `high`
+   *  shade a band around the line. */
   set(list) {
     this.series.clear();
     list.forEach((s, i) => this.series.set(s.key, {
       label: s.label, color: s.color || PALETTE[i % PALETTE.length],
       points: s.steps.map((step, k) => [step, s.values[k]]),
+      band: s.low && s.high ? s.steps.map((step, k) => [step, s.low[k], s.high[k]]) : null,
     }));
     this.schedule();
+  }
+
+  retitle(title) {
+    this.heading.textContent = title;
+    this.svg.setAttribute("aria-label", title);
   }
 
   /** Add one point to series `key` (created if new); a point at a known step replaces it. */
@@ -120,9 +129,11 @@ export class LineChart {
   domain() {
     let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
     for (const s of this.series.values()) {
-      for (const [x, y] of s.points) {
-        if (y === null || !Number.isFinite(y)) continue;
-        x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y);
+      for (const [x, ...ys] of [...s.points, ...(s.band || [])]) {
+        for (const y of ys) {
+          if (y === null || !Number.isFinite(y)) continue;
+          x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y);
+        }
       }
     }
     if (x0 === Infinity) return null;
@@ -153,6 +164,8 @@ export class LineChart {
     const sy = (y) => height - MARGIN.bottom - ((y - d.y0) / (d.y1 - d.y0)) * (height - MARGIN.top - MARGIN.bottom);
     this.scale = { sx, sy, d };
     this.axes(d, sx, sy, width, height);
+    // Every band under every line: a line stays readable where another's band covers it.
+    for (const s of this.series.values()) if (s.band) this.band(s, sx, sy);
     for (const s of this.series.values()) this.line(s, sx, sy);
   }
 
@@ -185,9 +198,23 @@ export class LineChart {
       if (!pen && (!next || next[1] === null) && (!prev || prev[1] === null)) dots.push([x, y]);
       pen = true;
     });
-    this.svg.append(svg("path", { d: path, fill: "none", stroke: s.color, "stroke-width": 1.6,
-                                  "stroke-linejoin": "round" }));
+    if (!path) return;
+    this.svg.append(svg("path", { d: path, class: "line", fill: "none", stroke: s.color, "stroke-width": 1.6,
+                                  "stroke-linejoin": "round", "data-series": s.label }));
     for (const [x, y] of dots) this.svg.append(svg("circle", { cx: sx(x), cy: sy(y), r: 2.5, fill: s.color }));
+  }
+
+  /** The shaded band of `s`: one closed shape per run of steps with a finite low and high. */
+  band(s, sx, sy) {
+    const runs = [[]];
+    for (const [x, lo, hi] of s.band) {
+      if (Number.isFinite(lo) && Number.isFinite(hi)) runs[runs.length - 1].push([x, lo, hi]);
+      else if (runs[runs.length - 1].length) runs.push([]);
+    }
+    const at = (x, y, i) => `${i ? "L" : "M"}${sx(x).toFixed(1)},${sy(y).toFixed(1)}`;
+    const d = runs.filter((r) => r.length).map((r) =>
+      r.map(([x, , hi], i) => at(x, hi, i)).join("") + r.slice().reverse().map(([x, lo]) => at(x, lo, 1)).join("") + "Z").join("");
+    if (d) this.svg.append(svg("path", { d, class: "band", fill: s.color, "fill-opacity": 0.15, stroke: "none" }));
   }
 
   hover(event) {
@@ -199,8 +226,11 @@ export class LineChart {
     const rows = [];
     for (const s of this.series.values()) {
       let best = null;
-      for (const p of s.points) if (best === null || Math.abs(p[0] - step) < Math.abs(best[0] - step)) best = p;
-      if (best) rows.push(h("div", {}, h("span", { style: `color:${s.color}` }, "■ "), `${s.label}: ${num(best[1], 4)} @ ${num(best[0], 4)}`));
+      s.points.forEach((p, i) => { if (best === null || Math.abs(p[0] - step) < Math.abs(s.points[best][0] - step)) best = i; });
+      if (best === null) continue;
+      const [x, y] = s.points[best];
+      const band = s.band ? ` [${num(s.band[best][1], 4)}, ${num(s.band[best][2], 4)}]` : "";
+      rows.push(h("div", {}, h("span", { style: `color:${s.color}` }, "■ "), `${s.label}: ${num(y, 4)}${band} @ ${num(x, 4)}`));
     }
     this.cursor?.remove();
     this.cursor = svg("line", { x1: px, x2: px, y1: MARGIN.top, y2: this.size.height - MARGIN.bottom, stroke: "#9aa4b2", "stroke-dasharray": "3 3" });

@@ -1,6 +1,6 @@
 // One run: live charts fed by its event stream, status timeline, checkpoints with downloads and
 // replays, logs, the full spec, cancel and resume; on a scenario with several teams, a link that
-// starts a match with this run's policy.
+// starts a match with this run's policy; a sweep's run links to its sweep.
 //
 // The charts start from the downsampled series (GET /v1/metrics), whose `event_cursors` say where
 // the stream must start so that no point is missed; the stream then appends every new point.
@@ -39,6 +39,7 @@ export async function mount(root, params, id) {
   // A run of a competitive scenario can play a match: offered to keys that may start one.
   const catalogue = canWrite() ? await api("/v1/algorithms").catch(() => []) : [];
   const competitive = competitiveScenarios(catalogue).has(run.spec.env.id);
+  const sweep = run.sweep_id ? await api(`/v1/sweeps/${run.sweep_id}`).catch(() => null) : null;
   const charts = new Map(CHARTS.map((c) => [c.id, new LineChart({ title: c.title, id: c.id })]));
   const header = h("div", { class: "card" });
   const failure = h("div");
@@ -60,7 +61,7 @@ export async function mount(root, params, id) {
 
   function drawHeader() {
     // A viewer's key may not change a run: it is offered no button (the API would answer 403).
-    const canCancel = canWrite() && ["queued", "running"].includes(run.status);
+    const canCancel = canWrite() && ["pending", "queued", "running"].includes(run.status);
     const canResume = canWrite() && ["cancelled", "failed"].includes(run.status);
     fill(header,
       h("div", { class: "row spread" },
@@ -71,6 +72,9 @@ export async function mount(root, params, id) {
           canCancel && h("button", { class: "danger", "data-action": "cancel", onclick: () => act("cancel") }, "Cancel"),
           canResume && h("button", { class: "primary", "data-action": "resume", onclick: () => act("resume") }, "Resume"))),
       h("div", { class: "facts" },
+        run.sweep_id && fact("Sweep", h("span", {},
+          h("a", { href: `#/sweeps/${run.sweep_id}`, id: "run-sweep" }, sweep ? sweep.name : run.sweep_id),
+          ` · ${run.sweep_config}`)),
         fact("Algorithm", run.algorithm), fact("Backend", run.backend), fact("Environment", envName(run.spec)),
         fact("Step", `${num(run.progress.step)} / ${num(run.progress.total_steps)}`),
         fact("Return", num(run.latest_metrics["train/episode_return"]?.value)),

@@ -1,17 +1,25 @@
 // The runs table: every experiment with its status, progress and latest numbers, refreshed in
-// place every two seconds; filters; pick runs to compare.
+// place every two seconds; filters; pick runs to compare. A sweep's run links to its sweep, and
+// `#/?sweep_id=<id>` lists one sweep's runs only.
 
 import { age, api, badge, envName, fill, h, num, progressBar } from "./util.js";
 
 const REFRESH_MS = 2000;
-const STATUSES = ["queued", "running", "cancelling", "cancelled", "succeeded", "failed"];
+const STATUSES = ["pending", "queued", "running", "cancelling", "cancelled", "succeeded", "failed"];
 
 function latest(run, name) {
   const m = run.latest_metrics[name];
   return m ? m.value : null;
 }
 
-function row(run, selected, onSelect) {
+/** A sweep's run names its sweep (linked) and its configuration there. */
+function sweepOf(run, sweepNames) {
+  if (!run.sweep_id) return null;
+  return h("div", { class: "small" }, h("a", { href: `#/sweeps/${run.sweep_id}`, class: "sweep-link", title: run.sweep_id },
+    `sweep ${sweepNames.get(run.sweep_id) ?? run.sweep_id}`), h("span", { class: "muted" }, ` · ${run.sweep_config}`));
+}
+
+function row(run, selected, onSelect, sweepNames) {
   // The greedy policy's evaluation is what a user compares runs by; training's return (with
   // exploration) only until the first evaluation.
   const evaluated = latest(run, "eval/episode_return");
@@ -20,7 +28,7 @@ function row(run, selected, onSelect) {
     h("td", {}, h("input", { type: "checkbox", "aria-label": `select ${run.name}`,
                              checked: selected.has(run.id),
                              onchange: (e) => onSelect(run.id, e.target.checked) })),
-    h("td", {}, h("a", { href: `#/runs/${run.id}`, class: "run-link" }, run.name)),
+    h("td", {}, h("a", { href: `#/runs/${run.id}`, class: "run-link" }, run.name), sweepOf(run, sweepNames)),
     h("td", {}, run.algorithm),
     h("td", {}, run.backend),
     h("td", {}, envName(run.spec)),
@@ -39,10 +47,18 @@ function select(name, label, options, value, onchange) {
       options.map((o) => h("option", { value: o, selected: o === value }, o))));
 }
 
-export async function mount(root) {
+/** The project's sweeps' names by id (the newest 500). */
+async function sweepNamesOf() {
+  const page = await api("/v1/sweeps?limit=500").catch(() => ({ items: [] }));
+  return new Map(page.items.map((s) => [s.id, s.name]));
+}
+
+export async function mount(root, params) {
   const selected = new Set();
-  const filters = { status: "", algorithm: "", backend: "", text: "" };
-  const catalogue = await api("/v1/algorithms").catch(() => []);
+  const filters = { status: "", algorithm: "", backend: "", text: "", sweep_id: params.get("sweep_id") || "" };
+  const [catalogue, names] = await Promise.all([api("/v1/algorithms").catch(() => []), sweepNamesOf()]);
+  let sweepNames = names;
+  const looked = new Set();
   const algorithms = catalogue.map((a) => a.algorithm);
   const backends = catalogue.length ? catalogue[0].all_backends : [];
 
@@ -57,6 +73,9 @@ export async function mount(root) {
 
   fill(root,
     h("div", { class: "row spread" }, h("h1", {}, "Runs"), h("div", { class: "row" }, count, compare)),
+    filters.sweep_id && h("div", { class: "card row", id: "sweep-filter" }, "The runs of sweep ",
+      h("a", { href: `#/sweeps/${filters.sweep_id}` }, sweepNames.get(filters.sweep_id) ?? filters.sweep_id), " only. ",
+      h("a", { href: "#/" }, "Show every run")),
     h("div", { class: "card row" },
       select("status", "Status", STATUSES, "", onFilter("status")),
       select("algorithm", "Algorithm", algorithms, "", onFilter("algorithm")),
@@ -80,13 +99,20 @@ export async function mount(root) {
   }
 
   async function load() {
-    const params = new URLSearchParams({ limit: "200" });
-    for (const key of ["status", "algorithm", "backend"]) if (filters[key]) params.set(key, filters[key]);
-    const page = await api(`/v1/experiments?${params}`);
+    const query = new URLSearchParams({ limit: "200" });
+    for (const key of ["status", "algorithm", "backend", "sweep_id"]) if (filters[key]) query.set(key, filters[key]);
+    const page = await api(`/v1/experiments?${query}`);
     const runs = page.items.filter((r) => !filters.text || r.name.toLowerCase().includes(filters.text));
+    // A run of a sweep started after the names were read: read them again (once per sweep).
+    const unseen = runs.filter((r) => r.sweep_id && !sweepNames.has(r.sweep_id) && !looked.has(r.sweep_id));
+    if (unseen.length) {
+      unseen.forEach((r) => looked.add(r.sweep_id));
+      sweepNames = await sweepNamesOf();
+    }
     fill(error);
-    fill(body, runs.length ? runs.map((r) => row(r, selected, onSelect))
-                           : h("tr", {}, h("td", { colspan: 10, class: "muted" }, "No runs yet: start one with New run.")));
+    const none = filters.sweep_id ? "No runs in this sweep." : "No runs yet: start one with New run.";
+    fill(body, runs.length ? runs.map((r) => row(r, selected, onSelect, sweepNames))
+                           : h("tr", {}, h("td", { colspan: 10, class: "muted" }, none)));
     count.textContent = `${runs.length} run${runs.length === 1 ? "" : "s"}`;
   }
 
