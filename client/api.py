@@ -26,6 +26,7 @@ JsonList = list[Json]
 # Answers the client follows itself: a presigned download URL of the artifact store.
 REDIRECTS = {301, 302, 303, 307, 308}
 CHUNK = 1 << 20
+EVAL_RETURN = "eval/episode_return"
 
 
 @dataclass(frozen=True)
@@ -134,12 +135,15 @@ class Client:
         backend: str | None = None,
         tag: str | None = None,
         q: str | None = None,
+        sweep_id: str | None = None,
         limit: int = 50,
         after: str | None = None,
     ) -> Json:
-        """One page of the project's experiments, newest first: ``{"items", "next_after"}``."""
+        """One page of the project's experiments (of one sweep, with ``sweep_id``), newest first:
+        ``{"items", "next_after"}``."""
         filters = {"status": status, "algorithm": algorithm, "backend": backend, "tag": tag}
-        params = {k: v for k, v in {**filters, "q": q, "after": after}.items() if v is not None}
+        rest = {"q": q, "sweep_id": sweep_id, "after": after}
+        params = {k: v for k, v in {**filters, **rest}.items() if v is not None}
         return self._json("GET", "/v1/experiments", params={**params, "limit": limit})
 
     def get(self, experiment_id: str) -> Json:
@@ -168,6 +172,41 @@ class Client:
     def match(self, match_id: str) -> Json:
         """One match, with its result once played."""
         return self._json("GET", f"/v1/matches/{match_id}")
+
+    def submit_sweep(self, sweep: Json, idempotency_key: str | None = None) -> Json:
+        """Submit a sweep (``POST /v1/sweeps``): a base spec over a search space × seeds; the new
+        (or, with a reused ``idempotency_key``, the first) sweep."""
+        headers = {"idempotency-key": idempotency_key} if idempotency_key is not None else {}
+        return self._json("POST", "/v1/sweeps", json=sweep, headers=headers)
+
+    def sweeps(self, *, limit: int = 50, after: str | None = None) -> Json:
+        """One page of the project's sweeps, newest first: ``{"items", "next_after"}``."""
+        params: dict[str, Any] = {"limit": limit}
+        if after is not None:
+            params["after"] = after
+        return self._json("GET", "/v1/sweeps", params=params)
+
+    def sweep(self, sweep_id: str) -> Json:
+        """One sweep: its status, its runs' counts by status and their progress together."""
+        return self._json("GET", f"/v1/sweeps/{sweep_id}")
+
+    def cancel_sweep(self, sweep_id: str) -> Json:
+        """Cancel every run of the sweep that has not ended; the sweep."""
+        return self._json("POST", f"/v1/sweeps/{sweep_id}/cancel")
+
+    def resume_sweep(self, sweep_id: str) -> Json:
+        """Put every cancelled or failed run of the sweep back to ``pending``; the sweep."""
+        return self._json("POST", f"/v1/sweeps/{sweep_id}/resume")
+
+    def sweep_summary(self, sweep_id: str, metric: str = EVAL_RETURN) -> Json:
+        """The sweep's configurations ranked by the IQM of their runs' final ``metric``, with
+        bootstrap intervals, P(best > each) and mean curves."""
+        return self._json("GET", f"/v1/sweeps/{sweep_id}/summary", params={"metric": metric})
+
+    def sweep_summary_csv(self, sweep_id: str, metric: str = EVAL_RETURN) -> str:
+        """``sweep_summary``'s ranked table as the server's CSV, one row per configuration."""
+        path = f"/v1/sweeps/{sweep_id}/summary.csv"
+        return self._request("GET", path, params={"metric": metric}).text
 
     def checkpoints(self, experiment_id: str) -> JsonList:
         """The kept checkpoints, oldest first (``id``, ``step``, ``size_bytes``, ``sha256``)."""

@@ -1,6 +1,6 @@
 """The ``marlforge`` verbs of a researcher's machine, over the REST API (``client.api``):
 ``login``, ``submit``, ``ls``, ``show``, ``watch``, ``logs``, ``cancel``, ``resume``, ``download``,
-and ``match ...`` (``client.matches``).
+``match ...`` (``client.matches``) and ``sweep ...`` (``client.sweeps``).
 
 ``core.cli`` adds these parsers (``add_parsers``) and hands their arguments to ``run``. Exit codes
 (docs/client.md): 0 ok; 1 the run failed or was cancelled, or the API refused the request; 2 a
@@ -20,15 +20,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from client import config, matches
+from client import config, matches, sweeps
 from client.api import ApiError, Client, Json
 from client.watch import Watcher
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_AUTH, EXIT_UNREACHABLE = 0, 1, 2, 3, 4, 5
-STATUSES = ("queued", "running", "cancelling", "succeeded", "failed", "cancelled")
+STATUSES = ("pending", "queued", "running", "cancelling", "succeeded", "failed", "cancelled")
 Verb = Callable[[Client, argparse.Namespace], int]
 
-VERBS = ("login", "submit", "ls", "show", "watch", "logs", "cancel", "resume", "download", "match")
+VERBS = (
+    "login", "submit", "ls", "show", "watch", "logs", "cancel", "resume", "download", "match",
+    "sweep",
+)  # fmt: skip
 
 
 class UsageError(Exception):
@@ -53,6 +56,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     ls.add_argument("--backend", default=None)
     ls.add_argument("--tag", default=None)
     ls.add_argument("--name", default=None, help="names containing this text")
+    ls.add_argument("--sweep", default=None, metavar="ID", help="the runs of this sweep")
     ls.add_argument("--limit", type=int, default=50, help="at most this many (1-500)")
     _json_flag(ls)
     for name, text in (
@@ -71,6 +75,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     download.add_argument("-o", "--output", default=None, help="the file to write")
     _json_flag(download)
     matches.add_parser(sub, _read_spec, _json_flag)
+    sweeps.add_parser(sub, _read_spec, _json_flag)
 
 
 def _json_flag(parser: argparse.ArgumentParser) -> None:
@@ -176,6 +181,7 @@ def ls(client: Client, args: argparse.Namespace) -> int:
         backend=args.backend,
         tag=args.tag,
         q=args.name,
+        sweep_id=args.sweep,
         limit=args.limit,
     )
     if args.json:
@@ -286,4 +292,5 @@ VERB_FUNCTIONS: dict[str, Verb] = {
     "resume": resume,
     "download": download,
     "match": matches.run,
+    "sweep": sweeps.run,
 }
