@@ -23,6 +23,15 @@ from sqlalchemy import Connection, Engine, create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from workers.threads import limit_threads
+
+# One thread per framework op in every test process (each pytest-xdist worker) and the processes
+# the tests start, as a worker has (``workers.threads``): two workers on two cores, each letting
+# PyTorch, TensorFlow and MindSpore start a thread per core for every op, spin against each other
+# (the same tests took 246 s with the frameworks' own pools and 162 s with one thread). Set before
+# any test module imports a framework, which reads the caps once.
+limit_threads(1)
+
 if TYPE_CHECKING:
     from tests.s3_support import MotoServer
 

@@ -23,7 +23,11 @@ from learners.envs.shapes import EnvShape, env_shape
 from learners.registry import ActionKind, built_pairs, entries, entry
 from learners.spec import EnvSpec, ExperimentSpec, SpecError, parse_spec
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.json"))
+EXAMPLES = sorted(
+    p
+    for p in (Path(__file__).resolve().parents[2] / "examples").glob("*.json")
+    if not p.name.startswith("sweep_")  # sweeps: tests/sweeps/test_sweeps_space.py
+)
 BUDGET = 4096  # MiB, Settings.run_memory_mb's default
 CPUS = 16  # a worker's cores: they decide how many env worker processes a run starts
 

@@ -11,10 +11,13 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
+from core.quotas import check_spec_bounds
+from core.settings import Settings
 from core.sweeps import space
 from learners.spec import FieldError, SpecError
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ddpg_pendulum.json"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLE = EXAMPLES / "ddpg_pendulum.json"
 
 
 @pytest.fixture
@@ -231,3 +234,13 @@ def test_run_count_needs_no_expansion(base: dict[str, Any]) -> None:
         }
     )
     assert space.run_count(sweep) == 100 * 100 * 1000 * 100
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES.glob("sweep_*.json")), ids=lambda p: p.name)
+def test_every_example_sweep_expands_within_the_default_bounds(example: Path) -> None:
+    settings = Settings(database_url="sqlite://")
+    sweep = space.parse_sweep(json.loads(example.read_text()))
+
+    expansion = space.expand(sweep, lambda spec: check_spec_bounds(spec, settings))
+
+    assert len(expansion.children) == space.run_count(sweep) > 1
