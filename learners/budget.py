@@ -23,11 +23,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from learners.enums import EnvSuite
+from learners.enums import EnvEngine, EnvSuite
 from learners.envs.catalogue import constructor_parameters
 from learners.envs.shapes import EnvShape, env_shape
 from learners.memory import MemoryEstimate, estimate_memory
-from learners.spec import EnvSpec, ExperimentSpec, FieldError
+from learners.spec import MAX_VECTOR_ENVS, EnvSpec, ExperimentSpec, FieldError
 
 MAX_AGENTS = 32
 """Agents per env copy. Every agent's observation grows with the others (MPE observations list
@@ -41,6 +41,11 @@ to this length, so it multiplies that buffer's size."""
 MAX_AGENT_COPIES = 2048
 """``num_envs`` times the agents of one copy: the rows every batched step acts for (the policy's
 forward pass is on the acting path, and copies step one after another on the CPU)."""
+MAX_ENVS = 256
+"""``num_envs`` on mpe2 and Gymnasium, whose copies step one after another."""
+MAX_VECTOR_AGENT_COPIES = 65_536
+"""The same bound on the vector engine, which steps every copy in one array operation: 4,096
+copies of a scenario with 16 agents."""
 MAX_OBS_DIM = 1024
 """Features per agent's observation (a backstop: the count bounds keep MPE's under ~200)."""
 MAX_ACTION_DIM = 64
@@ -179,14 +184,27 @@ def shape_errors(env: EnvSpec, shape: EnvShape) -> list[FieldError]:
     if shape.action_dim > MAX_ACTION_DIM:
         reason = f"at most {MAX_ACTION_DIM} actions per agent (got {shape.action_dim:,})"
         errors.append(FieldError(size_field, reason))
-    if env.num_envs * shape.num_agents > MAX_AGENT_COPIES:
-        most = max(1, MAX_AGENT_COPIES // shape.num_agents)
+    vector = env.engine == EnvEngine.VECTOR and env.suite == EnvSuite.MPE
+    if not vector and env.num_envs > MAX_ENVS:
         reason = (
-            f"at most {most} copies of {env.id} with {shape.num_agents} agents "
-            f"({MAX_AGENT_COPIES:,} agents in all; got {env.num_envs})"
+            f"at most {MAX_ENVS} copies on the {_engine_name(env)} (got {env.num_envs:,}); the "
+            f"vector engine (env.engine: vector, mpe scenarios) steps up to {MAX_VECTOR_ENVS:,}"
+        )
+        errors.append(FieldError("env.num_envs", reason))
+        return errors
+    limit = MAX_VECTOR_AGENT_COPIES if vector else MAX_AGENT_COPIES
+    if env.num_envs * shape.num_agents > limit:
+        most = max(1, limit // shape.num_agents)
+        reason = (
+            f"at most {most:,} copies of {env.id} with {shape.num_agents} agents "
+            f"({limit:,} agents in all; got {env.num_envs:,})"
         )
         errors.append(FieldError("env.num_envs", reason))
     return errors
+
+
+def _engine_name(env: EnvSpec) -> str:
+    return "mpe2 engine" if env.suite == EnvSuite.MPE else f"{env.suite} suite"
 
 
 def kwarg_ranges(suite: EnvSuite, env_id: str) -> list[KwargRange]:

@@ -30,7 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from learners import rng
-from learners.enums import EnvSuite
+from learners.enums import EnvEngine, EnvSuite
 from learners.envs.base import EnvInfo, Observation
 from learners.envs.catalogue import make_vec_env, scenario_teams
 from learners.envs.scores import Scorer
@@ -305,6 +305,9 @@ def play_match(
     policies = _load_policies(env, teams)
     env_seed = rng.derive_seed(seed, "match")
     copies = min(episodes, MAX_COPIES)
+    # Scored from mpe2's world state (``Scorer``), whatever engine the policies trained on: the
+    # vector engine equals mpe2, so a policy plays the same there.
+    env = env.model_copy(update={"engine": EnvEngine.MPE2})
     vec = make_vec_env(env, env_seed, num_envs=copies, workers=0)
     try:
         assert isinstance(vec, MPEVecEnv)  # workers=0 on the mpe suite

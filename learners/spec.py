@@ -75,6 +75,9 @@ Notes = Annotated[Text, Field(max_length=MAX_NOTES_LENGTH)]
 MAX_TOTAL_STEPS = 100_000_000
 """Environment steps per run. At the 300-3,000 env steps/s these learners train at
 (docs/learners.md), more would outlast the run time limit (48 h by default) anyway."""
+MAX_VECTOR_ENVS = 4096
+"""The most copies ``env.num_envs`` may ask for: on the vector engine (``learners.budget`` holds
+the other engines to fewer)."""
 
 
 # The pydantic mypy plugin's synthesised __init__ has a ``**kwargs`` beside the ``kwargs`` field.
@@ -87,15 +90,17 @@ class EnvSpec(BaseModel):  # type: ignore[no-redef]
     """The environment family: ``gymnasium`` or ``mpe`` (mpe2, PettingZoo parallel API)."""
     id: str = Field(min_length=1, max_length=100)
     """The environment id, e.g. ``Pendulum-v1`` or ``simple_spread_v3``."""
-    num_envs: int = Field(default=1, ge=1, le=256)
-    """How many copies of the environment step in lockstep, batched into one array."""
+    num_envs: int = Field(default=1, ge=1, le=MAX_VECTOR_ENVS)
+    """How many copies of the environment step in lockstep, batched into one array: up to 4,096
+    on the vector engine, 256 otherwise (``learners.budget``)."""
     kwargs: dict[str, JsonValue] = Field(default_factory=dict)
     """Keyword arguments for the environment's own constructor (mpe2's ``N``, Pendulum's ``g``)."""
     engine: EnvEngine = EnvEngine.MPE2
-    """``mpe`` only: what steps the scenario. ``mpe2`` (the default) is the reference library;
-    ``vector`` is MARLForge's array implementation of the same scenarios (``learners/envs/vector``),
-    equal to mpe2 step for step and from the same seeds, and many times faster. Replays render on
-    mpe2 either way. A ``gymnasium`` spec may not ask for ``vector``."""
+    """``mpe`` only: what steps the scenario. ``vector`` (the default for ``mpe`` specs that leave
+    it out) is MARLForge's array implementation of the scenarios (``learners/envs/vector``), equal
+    to mpe2 step for step and from the same seeds, and many times faster; ``mpe2`` is the
+    reference library. Replays and matches play on mpe2 either way. A ``gymnasium`` spec may not
+    ask for ``vector``."""
 
 
 class EvaluationSpec(BaseModel):
@@ -261,6 +266,21 @@ def _with_env_defaults(envelope: SpecEnvelope, algo: AlgorithmEntry) -> SpecEnve
     return envelope.model_copy(update={"env": env})
 
 
+def _with_default_engine(envelope: SpecEnvelope) -> SpecEnvelope:
+    """An mpe spec that leaves ``env.engine`` out steps on the vector engine, where it models the
+    scenario and kwargs (else mpe2, whose checks then speak). Specs stored before the vector
+    engine was the default name mpe2 and keep it."""
+    from learners.envs.catalogue import engine_errors
+
+    env = envelope.env
+    if env.suite != EnvSuite.MPE or "engine" in env.model_fields_set:
+        return envelope
+    vector = env.model_copy(update={"engine": EnvEngine.VECTOR})
+    if engine_errors(vector):
+        return envelope
+    return envelope.model_copy(update={"env": vector})
+
+
 def parse_spec(data: Mapping[str, Any]) -> ExperimentSpec:
     """Validate a submitted spec completely, or raise ``SpecError`` naming every bad field."""
     from learners.envs.catalogue import engine_errors, validate_env
@@ -291,7 +311,7 @@ def parse_spec(data: Mapping[str, Any]) -> ExperimentSpec:
                 f"(built: {built})",
             )
         )
-    envelope = _with_env_defaults(envelope, algo)
+    envelope = _with_default_engine(_with_env_defaults(envelope, algo))
     if envelope.env.suite not in algo.suites:
         errors.append(
             FieldError(

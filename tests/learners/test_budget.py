@@ -124,12 +124,51 @@ def test_the_largest_scenarios_allowed_pass_and_stay_within_the_size_backstops()
 
 
 def test_copies_times_agents() -> None:
-    env = {"suite": "mpe", "id": "simple_spread_v3", "kwargs": {"N": 32}}
+    env = {"suite": "mpe", "id": "simple_spread_v3", "kwargs": {"N": 32}, "engine": "mpe2"}
     # 64 copies of 32 agents are allowed (though a default MAPPO on them is over 4 GiB).
     assert refusals(spec_of(Algorithm.MAPPO, {**env, "num_envs": 64}), budget=10**6) == {}
     found = refusals(spec_of(Algorithm.MAPPO, {**env, "num_envs": 65}))
     assert list(found) == ["env.num_envs"]
     assert "at most 64 copies of simple_spread_v3 with 32 agents" in found["env.num_envs"]
+    # The vector engine steps every copy in one array operation: 32 times the rows.
+    vector = {**env, "engine": "vector"}
+    assert refusals(spec_of(Algorithm.MAPPO, {**vector, "num_envs": 2048}), budget=10**6) == {}
+    found = refusals(spec_of(Algorithm.MAPPO, {**vector, "num_envs": 2049}), budget=10**6)
+    assert "at most 2,048 copies of simple_spread_v3 with 32 agents" in found["env.num_envs"]
+
+
+def test_more_than_256_copies_need_the_vector_engine() -> None:
+    spread = {"suite": "mpe", "id": "simple_spread_v3", "num_envs": 257}
+    assert refusals(spec_of(Algorithm.MAPPO, {**spread, "engine": "mpe2"})) == {
+        "env.num_envs": "at most 256 copies on the mpe2 engine (got 257); the vector engine "
+        "(env.engine: vector, mpe scenarios) steps up to 4,096"
+    }
+    pendulum = {"suite": "gymnasium", "id": "Pendulum-v1", "num_envs": 257}
+    found = refusals(spec_of(Algorithm.DDPG, pendulum))
+    assert found["env.num_envs"].startswith("at most 256 copies on the gymnasium suite")
+    # 4,096 copies on the vector engine (the default for mpe) are taken, within the memory
+    # budget: PPO's whole rollout in one minibatch is over it, and the refusal says what to lower.
+    many = {**spread, "num_envs": 4096}
+    assert spec_of(Algorithm.MAPPO, many).env.engine == "vector"
+    assert list(refusals(spec_of(Algorithm.MAPPO, many))) == ["hyperparameters.minibatches"]
+    for algorithm in (Algorithm.MAPPO, Algorithm.IPPO):
+        split = spec_of(algorithm, many, hyperparameters={"minibatches": 8})
+        assert refusals(split) == {}, algorithm
+    assert refusals(spec_of(Algorithm.MADDPG, many)) == {}
+    # Its copies cost a fraction of mpe2's (no pygame surface, no env worker processes).
+    envs = {
+        engine: _part(
+            spec_of(Algorithm.MAPPO, {**spread, "num_envs": 256, "engine": engine}), "envs"
+        )
+        for engine in ("mpe2", "vector")
+    }
+    assert envs["vector"] < envs["mpe2"] / 10
+
+
+def _part(spec: ExperimentSpec, name: str) -> float:
+    estimate = assess(spec, BUDGET, cpus=CPUS).estimate
+    assert estimate is not None
+    return estimate.as_dict()[name]
 
 
 def test_total_steps_and_layer_widths_are_bounded_by_the_spec_itself() -> None:

@@ -37,8 +37,25 @@ def spec_for(env: dict[str, Any], algorithm: str = "mappo", **changes: Any) -> E
 SPREAD = {"suite": "mpe", "id": "simple_spread_v3", "num_envs": 2}
 
 
-def test_the_default_engine_is_mpe2() -> None:
-    assert spec_for(SPREAD).env.engine == EnvEngine.MPE2
+def test_an_mpe_spec_steps_on_the_vector_engine_unless_it_asks_for_mpe2() -> None:
+    assert spec_for(SPREAD).env.engine == EnvEngine.VECTOR
+    assert spec_for({**SPREAD, "engine": "mpe2"}).env.engine == EnvEngine.MPE2
+    # A Gymnasium spec has no engine to choose: it keeps the field's plain default.
+    pendulum = {"suite": "gymnasium", "id": "Pendulum-v1"}
+    assert spec_for(pendulum, algorithm="ddpg", hyperparameters={}).env.engine == EnvEngine.MPE2
+
+
+def test_a_stored_spec_keeps_the_engine_it_was_stored_with() -> None:
+    # Specs stored before the vector engine was the default hold "mpe2": read back, they stay.
+    stored = spec_for({**SPREAD, "engine": "mpe2"}).model_dump(mode="json")
+    assert ExperimentSpec.model_validate(stored).env.engine == EnvEngine.MPE2
+
+
+def test_the_vector_engine_takes_up_to_4096_copies_the_others_256() -> None:
+    assert spec_for({**SPREAD, "num_envs": 4096}).env.num_envs == 4096
+    with pytest.raises(SpecError) as refusal:
+        spec_for({**SPREAD, "num_envs": 4097})
+    assert [e.field for e in refusal.value.errors] == ["env.num_envs"]
 
 
 def test_gymnasium_refuses_the_vector_engine() -> None:
@@ -57,7 +74,8 @@ def test_make_vec_env_picks_the_engine() -> None:
     rendering = make_vec_env(spec.env, 1, num_envs=1, render=True)
     assert isinstance(rendering, MPEVecEnv)
     rendering.close()
-    assert isinstance(make_vec_env(spec_for(SPREAD).env, 1, num_envs=2, workers=0), MPEVecEnv)
+    mpe2 = spec_for({**SPREAD, "engine": "mpe2"}).env
+    assert isinstance(make_vec_env(mpe2, 1, num_envs=2, workers=0), MPEVecEnv)
 
 
 def test_mappo_trains_and_evaluates_on_the_vector_engine_as_on_mpe2() -> None:
