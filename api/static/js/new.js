@@ -1,9 +1,10 @@
 // New run: pick algorithm, backend and environment; every field is built from the catalogue
 // (GET /v1/algorithms: each hyperparameter's type, default on the chosen env, and description)
 // and the spec's own schema (/openapi.json). Edit as a form or as JSON; the server validates, and
-// each error it names appears next to its field.
+// each error it names appears next to its field. Tags (comma-separated) and notes label the run;
+// they can be edited later on its page.
 
-import { ApiError, api, fill, formErrors, h } from "./util.js";
+import { ApiError, api, explainTags, fill, formErrors, h, parseTags } from "./util.js";
 
 const SUGGESTED_TOTAL_STEPS = 20000;
 
@@ -125,6 +126,17 @@ export async function mount(root) {
   kwargs.read = () => JSON.parse(kwargs.input.value || "{}");
   kwargs.write = (v) => { kwargs.input.value = v; };
   general.set("env.kwargs", kwargs);
+  // Tags are typed as one line; each stays a string ("1" is a tag, not a number).
+  const tags = { input: h("input", { type: "text", name: "tags", placeholder: "baseline, lr:3e-4" }) };
+  tags.read = () => parseTags(tags.input.value);
+  tags.write = (v) => { tags.input.value = (v || []).join(", "); };
+  general.set("tags", tags);
+  const notes = { input: h("textarea", { name: "notes", class: "notes", rows: 3, placeholder: "what this run tries" }) };
+  notes.read = () => notes.input.value;
+  notes.write = (v) => { notes.input.value = v ?? ""; };
+  general.set("notes", notes);
+  const notesField = field("notes", "Notes", spec.notes.description, notes);
+  notesField.classList.add("wide");
 
   fill(formView,
     h("div", { class: "card" }, h("h2", {}, "What to train"),
@@ -135,6 +147,7 @@ export async function mount(root) {
       summary,
       h("div", { class: "form-grid" },
         generalField("name", "Name", spec.name, ""),
+        field("tags", "Tags (comma-separated)", spec.tags.description, tags),
         generalField("total_steps", "Total steps", spec.total_steps, SUGGESTED_TOTAL_STEPS),
         generalField("seed", "Seed", spec.seed, spec.seed.default),
         generalField("device", "Device", spec.device, spec.device.default),
@@ -143,7 +156,8 @@ export async function mount(root) {
         generalField("evaluation.every_steps", "Evaluate every (steps)", evalProps.every_steps, evalProps.every_steps.default),
         generalField("evaluation.episodes", "Evaluation episodes", evalProps.episodes, evalProps.episodes.default),
         generalField("checkpoint.every_steps", "Checkpoint every (steps)", ckptProps.every_steps, ckptProps.every_steps.default),
-        generalField("checkpoint.keep_last", "Checkpoints kept", ckptProps.keep_last, ckptProps.keep_last.default))),
+        generalField("checkpoint.keep_last", "Checkpoints kept", ckptProps.keep_last, ckptProps.keep_last.default),
+        notesField)),
     h("div", { class: "card" }, h("h2", {}, "Hyperparameters"),
       h("p", { class: "small muted" }, "Defaults are the algorithm's for the chosen environment."), hyperBox));
 
@@ -155,7 +169,8 @@ export async function mount(root) {
     try { envKwargs = value("env.kwargs"); } catch { throw new ApiError(422, { error: {
       message: "env.kwargs: not valid JSON", fields: [{ field: "env.kwargs", reason: "must be a JSON object" }] } }); }
     return {
-      name: value("name"), algorithm: algorithm.value, backend: backend.value,
+      name: value("name"), tags: value("tags"), notes: value("notes"),
+      algorithm: algorithm.value, backend: backend.value,
       env: { suite: env.suite, id: env.id, num_envs: value("env.num_envs"), kwargs: envKwargs },
       total_steps: value("total_steps"), seed: value("seed"), device: value("device"),
       hyperparameters: Object.fromEntries([...hyper].map(([k, ctl]) => [k, ctl.read()])),
@@ -171,7 +186,7 @@ export async function mount(root) {
     const envIndex = current().environments.findIndex((e) => s.env && e.id === s.env.id);
     if (envIndex >= 0) environment.value = String(envIndex);
     drawHyper();
-    const flat = { name: s.name, total_steps: s.total_steps, seed: s.seed, device: s.device,
+    const flat = { name: s.name, tags: s.tags, notes: s.notes, total_steps: s.total_steps, seed: s.seed, device: s.device,
       "env.num_envs": s.env?.num_envs, "evaluation.every_steps": s.evaluation?.every_steps,
       "evaluation.episodes": s.evaluation?.episodes, "checkpoint.every_steps": s.checkpoint?.every_steps,
       "checkpoint.keep_last": s.checkpoint?.keep_last };
@@ -205,6 +220,7 @@ export async function mount(root) {
       const created = await api("/v1/experiments", { method: "POST", body });
       location.hash = `#/runs/${created.id}`;
     } catch (e) {
+      if (mode === "form") explainTags(e, tags.read());
       problems.show(e, mode === "form");
     } finally {
       submit.disabled = false;

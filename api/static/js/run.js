@@ -1,13 +1,18 @@
-// One run: live charts fed by its event stream, status timeline, checkpoints with downloads and
-// replays, logs, the full spec, cancel and resume; on a scenario with several teams, a link that
-// starts a match with this run's policy; a sweep's run links to its sweep.
+// One run: its tags and notes (a member edits them, and the name, through PATCH), live charts fed
+// by its event stream, status timeline, checkpoints with downloads and replays (the best by
+// evaluation return marked, and downloadable as such), logs, the full spec, cancel and resume; on a
+// scenario with several teams, a link that starts a match with this run's policy; a sweep's run
+// links to its sweep.
 //
 // The charts start from the downsampled series (GET /v1/metrics), whose `event_cursors` say where
 // the stream must start so that no point is missed; the stream then appends every new point.
 
 import { LineChart } from "./chart.js";
 import { canWrite } from "./session.js";
-import { ApiError, TERMINAL, api, badge, bytes, competitiveScenarios, envName, fill, h, num, progressBar, when } from "./util.js";
+import {
+  ApiError, TERMINAL, api, badge, bytes, competitiveScenarios, envName, explainTags, fill, formErrors, h, num,
+  parseTags, progressBar, tagLabels, when,
+} from "./util.js";
 
 // A return over every agent, or one team's (`train/episode_return/adversary`: one line per team on
 // a scenario with several teams).
@@ -28,6 +33,15 @@ function chartFor(name) {
   return CHARTS.find((c) => c.match(name)).id;
 }
 
+const tagHref = (tag) => `#/?${new URLSearchParams({ tag })}`;
+
+/** One labelled input of the edit form; `formErrors` puts the server's reason under it. */
+function editField(path, label, input) {
+  return h("div", { class: path === "notes" ? "field wide" : "field", "data-field": path },
+    h("label", {}, h("span", { class: "label" }, label), " ", input),
+    h("div", { class: "field-error", role: "alert" }));
+}
+
 export async function mount(root, params, id) {
   let run;
   try {
@@ -42,22 +56,28 @@ export async function mount(root, params, id) {
   const sweep = run.sweep_id ? await api(`/v1/sweeps/${run.sweep_id}`).catch(() => null) : null;
   const charts = new Map(CHARTS.map((c) => [c.id, new LineChart({ title: c.title, id: c.id })]));
   const header = h("div", { class: "card" });
+  // Not redrawn with the header (which follows the run every few seconds): an open edit form
+  // keeps what the user is typing.
+  const about = h("div", { class: "card", id: "about" });
+  let editing = false;
   const failure = h("div");
+  const bestDownload = h("div", { class: "row", id: "best-checkpoint" });
+  const spec = h("pre", { id: "spec" });
   const timeline = h("ul", { class: "timeline", id: "timeline" });
   const checkpoints = h("tbody", { id: "checkpoints" });
   const logs = h("div", { class: "logs", id: "logs" });
   const replay = h("div", { class: "replay", id: "replay" });
   const chartGrid = h("div", { class: "grid", id: "charts" });
 
-  fill(root, header, failure, chartGrid,
+  fill(root, header, about, failure, chartGrid,
     h("div", { class: "grid" },
       h("div", { class: "card" }, h("h2", {}, "Status timeline"), timeline),
-      h("div", { class: "card" }, h("h2", {}, "Checkpoints"),
+      h("div", { class: "card" }, h("div", { class: "row spread" }, h("h2", {}, "Checkpoints"), bestDownload),
         h("div", { class: "table-wrap" }, h("table", {},
-          h("thead", {}, h("tr", {}, ["Step", "Size", "Saved", ""].map((t) => h("th", {}, t)))), checkpoints)),
+          h("thead", {}, h("tr", {}, ["Step", "Eval return", "Size", "Saved", ""].map((t) => h("th", {}, t)))), checkpoints)),
         replay)),
     h("div", { class: "card" }, h("h2", {}, "Log"), logs),
-    h("div", { class: "card" }, h("h2", {}, "Spec"), h("pre", { id: "spec" }, JSON.stringify(run.spec, null, 2))));
+    h("div", { class: "card" }, h("h2", {}, "Spec"), spec));
 
   function drawHeader() {
     // A viewer's key may not change a run: it is offered no button (the API would answer 403).
@@ -65,8 +85,9 @@ export async function mount(root, params, id) {
     const canResume = canWrite() && ["cancelled", "failed"].includes(run.status);
     fill(header,
       h("div", { class: "row spread" },
-        h("div", {}, h("h1", {}, run.name, " ", badge(run.status)),
-          h("div", { class: "muted small" }, `${run.id}`)),
+        h("div", {}, h("h1", { id: "run-name" }, run.name, " ", badge(run.status)),
+          h("div", { class: "muted small" }, `${run.id}`),
+          h("div", { id: "run-tags" }, tagLabels(run.spec.tags, tagHref))),
         h("div", { class: "row" },
           competitive && h("a", { class: "button", href: `#/matches/new?run=${run.id}`, "data-action": "start-match" }, "Start a match"),
           canCancel && h("button", { class: "danger", "data-action": "cancel", onclick: () => act("cancel") }, "Cancel"),
@@ -89,6 +110,62 @@ export async function mount(root, params, id) {
       h("h2", {}, "The run failed"), h("pre", {}, run.status_reason || "no reason recorded")));
   }
 
+  function drawAbout() {
+    // The spec holds the name, tags and notes too: an edit changes it.
+    const text = JSON.stringify(run.spec, null, 2);
+    if (spec.textContent !== text) spec.textContent = text;
+    if (editing) return;
+    fill(about,
+      h("div", { class: "row spread" }, h("h2", {}, "Notes"),
+        canWrite() && h("button", { type: "button", "data-action": "edit", onclick: openEditor }, "Edit")),
+      run.spec.notes ? h("p", { class: "notes-text", id: "run-notes" }, run.spec.notes)
+                     : h("p", { class: "muted small", id: "run-notes" }, "No notes."));
+  }
+
+  /** The name, tags and notes as a form; Save sends what changed (PATCH) and shows the result. */
+  function openEditor() {
+    editing = true;
+    const name = h("input", { type: "text", name: "name", value: run.name });
+    const tags = h("input", { type: "text", name: "tags", value: (run.spec.tags || []).join(", "), placeholder: "baseline, lr:3e-4" });
+    const notes = h("textarea", { name: "notes", class: "notes", rows: 4, value: run.spec.notes || "" });
+    const summary = h("div", { class: "errors", role: "alert" });
+    const save = h("button", { type: "submit", class: "primary", "data-action": "save" }, "Save");
+    const form = h("form", { id: "edit-run", novalidate: true, onsubmit: onSave },
+      h("h2", {}, "Edit the name, tags and notes"),
+      h("div", { class: "form-grid" }, editField("name", "Name", name),
+        editField("tags", "Tags (comma-separated)", tags), editField("notes", "Notes", notes)),
+      summary,
+      h("div", { class: "row" }, save,
+        h("button", { type: "button", "data-action": "close-editor", onclick: closeEditor }, "Discard")));
+    const problems = formErrors(form, summary, "The edit was refused:");
+
+    async function onSave(event) {
+      event.preventDefault();
+      problems.clear();
+      const wanted = { name: name.value, tags: parseTags(tags.value), notes: notes.value };
+      const current = { name: run.name, tags: run.spec.tags || [], notes: run.spec.notes || "" };
+      const changes = Object.fromEntries(Object.entries(wanted)
+        .filter(([key, value]) => JSON.stringify(value) !== JSON.stringify(current[key])));
+      save.disabled = true;
+      try {
+        if (Object.keys(changes).length) run = await api(`/v1/experiments/${id}`, { method: "PATCH", body: changes });
+        drawHeader();
+        closeEditor();
+      } catch (e) {
+        problems.show(explainTags(e, wanted.tags));
+      } finally {
+        save.disabled = false;
+      }
+    }
+    fill(about, form);
+    name.focus();
+  }
+
+  function closeEditor() {
+    editing = false;
+    drawAbout();
+  }
+
   function fact(label, value) { return h("div", {}, h("b", {}, label), value); }
 
   function workerText(w) {
@@ -109,6 +186,7 @@ export async function mount(root, params, id) {
     try {
       run = await api(`/v1/experiments/${id}/${what}`, { method: "POST" });
       drawHeader();
+      drawAbout();
       if (what === "resume") connect(lastEventId);
     } catch (e) {
       header.append(h("div", { class: "errors", role: "alert" }, e.message));
@@ -125,11 +203,19 @@ export async function mount(root, params, id) {
     const body = await api(`/v1/experiments/${id}/checkpoints`);
     fill(checkpoints, body.items.length ? body.items.slice().reverse().map((c) => {
       const base = `/v1/experiments/${id}/checkpoints/${c.id}`;
-      return h("tr", { "data-checkpoint": c.id },
-        h("td", {}, c.step.toLocaleString()), h("td", {}, bytes(c.size_bytes)), h("td", { class: "small" }, when(c.created_at)),
+      return h("tr", { "data-checkpoint": c.id, "data-best": c.best ? "true" : null, class: c.best ? "best" : null },
+        h("td", {}, c.step.toLocaleString(), c.best && h("span", { class: "badge best", title: "the highest evaluation return" }, "best")),
+        h("td", { class: "num", "data-col": "eval-return", title: c.eval_return === null ? "no evaluation at this step" : null }, num(c.eval_return)),
+        h("td", {}, bytes(c.size_bytes)), h("td", { class: "small" }, when(c.created_at)),
         h("td", {}, h("a", { href: `${base}/file`, download: "" }, "Download"), " · ",
           h("a", { href: "#", "data-action": "replay", onclick: (e) => { e.preventDefault(); showReplay(c, base); } }, "Replay")));
-    }) : h("tr", {}, h("td", { colspan: 4, class: "muted" }, "No checkpoint yet.")));
+    }) : h("tr", {}, h("td", { colspan: 5, class: "muted" }, "No checkpoint yet.")));
+    // The best policy by evaluation return, kept beside the newest (checkpoint.keep_best).
+    const best = body.items.find((c) => c.best);
+    fill(bestDownload, best && [
+      h("span", { class: "small muted" }, `best: step ${best.step.toLocaleString()}, eval return ${num(best.eval_return)}`),
+      h("a", { class: "button", href: `/v1/experiments/${id}/checkpoints/best/file`, download: "", "data-action": "download-best" },
+        "Download best")]);
   }
 
   function showReplay(c, base) {
@@ -159,7 +245,10 @@ export async function mount(root, params, id) {
     const grouped = new Map();
     for (const s of body.series) {
       const chart = chartFor(s.name);
-      if (chart === "sps") dropWarmup(s);
+      if (chart === "sps") {
+        dropWarmup(s);
+        if (!s.steps.length) continue; // all warm-up so far: no empty chart
+      }
       if (!grouped.has(chart)) grouped.set(chart, []);
       grouped.get(chart).push({ key: s.name, label: s.name, steps: s.steps, values: s.values });
     }
@@ -175,6 +264,7 @@ export async function mount(root, params, id) {
   }
 
   drawHeader();
+  drawAbout();
   await Promise.all([loadTimeline(), loadCheckpoints()]);
   // The stream starts after the series' cursor; older log lines come from one page read after it.
   let lastEventId = await loadSeries();
@@ -214,6 +304,7 @@ export async function mount(root, params, id) {
       refreshing = null;
       run = await api(`/v1/experiments/${id}`);
       drawHeader();
+      drawAbout();
     }, 250);
   }
 

@@ -1,8 +1,9 @@
 // The runs table: every experiment with its status, progress and latest numbers, refreshed in
 // place every two seconds; filters; pick runs to compare. A sweep's run links to its sweep, and
-// `#/?sweep_id=<id>` lists one sweep's runs only.
+// `#/?sweep_id=<id>` lists one sweep's runs only. Each run shows its tags; clicking one lists the
+// runs holding it (`#/?tag=<tag>`, the API's `?tag=`), and the name box searches with `?q=`.
 
-import { age, api, badge, envName, fill, h, num, progressBar } from "./util.js";
+import { age, api, badge, envName, fill, h, num, progressBar, tagLabels } from "./util.js";
 
 const REFRESH_MS = 2000;
 const STATUSES = ["pending", "queued", "running", "cancelling", "cancelled", "succeeded", "failed"];
@@ -19,7 +20,7 @@ function sweepOf(run, sweepNames) {
     `sweep ${sweepNames.get(run.sweep_id) ?? run.sweep_id}`), h("span", { class: "muted" }, ` · ${run.sweep_config}`));
 }
 
-function row(run, selected, onSelect, sweepNames) {
+function row(run, selected, onSelect, sweepNames, tagHref) {
   // The greedy policy's evaluation is what a user compares runs by; training's return (with
   // exploration) only until the first evaluation.
   const evaluated = latest(run, "eval/episode_return");
@@ -28,7 +29,8 @@ function row(run, selected, onSelect, sweepNames) {
     h("td", {}, h("input", { type: "checkbox", "aria-label": `select ${run.name}`,
                              checked: selected.has(run.id),
                              onchange: (e) => onSelect(run.id, e.target.checked) })),
-    h("td", {}, h("a", { href: `#/runs/${run.id}`, class: "run-link" }, run.name), sweepOf(run, sweepNames)),
+    h("td", {}, h("a", { href: `#/runs/${run.id}`, class: "run-link" }, run.name), sweepOf(run, sweepNames),
+      run.spec.tags?.length ? h("div", {}, tagLabels(run.spec.tags, tagHref)) : null),
     h("td", {}, run.algorithm),
     h("td", {}, run.backend),
     h("td", {}, envName(run.spec)),
@@ -55,7 +57,15 @@ async function sweepNamesOf() {
 
 export async function mount(root, params) {
   const selected = new Set();
-  const filters = { status: "", algorithm: "", backend: "", text: "", sweep_id: params.get("sweep_id") || "" };
+  const filters = { status: "", algorithm: "", backend: "", q: "", sweep_id: params.get("sweep_id") || "", tag: params.get("tag") || "" };
+  // A tag's link keeps the page's other filter from the address (a sweep's runs with that tag).
+  const tagHref = (tag) => {
+    const next = new URLSearchParams(params);
+    next.set("tag", tag);
+    return `#/?${next}`;
+  };
+  const withoutTag = new URLSearchParams(params);
+  withoutTag.delete("tag");
   const [catalogue, names] = await Promise.all([api("/v1/algorithms").catch(() => []), sweepNamesOf()]);
   let sweepNames = names;
   const looked = new Set();
@@ -76,13 +86,16 @@ export async function mount(root, params) {
     filters.sweep_id && h("div", { class: "card row", id: "sweep-filter" }, "The runs of sweep ",
       h("a", { href: `#/sweeps/${filters.sweep_id}` }, sweepNames.get(filters.sweep_id) ?? filters.sweep_id), " only. ",
       h("a", { href: "#/" }, "Show every run")),
+    filters.tag && h("div", { class: "card row", id: "tag-filter" }, "The runs tagged ",
+      tagLabels([filters.tag], tagHref), " only. ",
+      h("a", { href: `#/${withoutTag.size ? `?${withoutTag}` : ""}`, "data-action": "clear-tag" }, "Show them all")),
     h("div", { class: "card row" },
       select("status", "Status", STATUSES, "", onFilter("status")),
       select("algorithm", "Algorithm", algorithms, "", onFilter("algorithm")),
       select("backend", "Backend", backends, "", onFilter("backend")),
       h("label", { class: "small" }, "Name ",
-        h("input", { type: "search", name: "text", placeholder: "filter by name",
-                     oninput: (e) => { filters.text = e.target.value.toLowerCase(); refresh(); } }))),
+        h("input", { type: "search", name: "q", placeholder: "search by name",
+                     oninput: (e) => { filters.q = e.target.value.trim(); refresh(); } }))),
     error,
     h("div", { class: "card table-wrap" },
       h("table", { id: "runs" },
@@ -98,20 +111,30 @@ export async function mount(root, params) {
     compare.disabled = selected.size < 2;
   }
 
+  // Typing in the name box sends a request per key, and answers can arrive out of order: one older
+  // than the answer last drawn is dropped.
+  let sent = 0;
+  let drawn = 0;
   async function load() {
+    const mine = ++sent;
     const query = new URLSearchParams({ limit: "200" });
-    for (const key of ["status", "algorithm", "backend", "sweep_id"]) if (filters[key]) query.set(key, filters[key]);
+    for (const key of ["status", "algorithm", "backend", "sweep_id", "tag", "q"]) if (filters[key]) query.set(key, filters[key]);
     const page = await api(`/v1/experiments?${query}`);
-    const runs = page.items.filter((r) => !filters.text || r.name.toLowerCase().includes(filters.text));
+    if (mine < drawn) return;
+    const runs = page.items;
     // A run of a sweep started after the names were read: read them again (once per sweep).
     const unseen = runs.filter((r) => r.sweep_id && !sweepNames.has(r.sweep_id) && !looked.has(r.sweep_id));
     if (unseen.length) {
       unseen.forEach((r) => looked.add(r.sweep_id));
       sweepNames = await sweepNamesOf();
+      if (mine < drawn) return;
     }
+    drawn = mine;
     fill(error);
-    const none = filters.sweep_id ? "No runs in this sweep." : "No runs yet: start one with New run.";
-    fill(body, runs.length ? runs.map((r) => row(r, selected, onSelect, sweepNames))
+    const filtered = filters.status || filters.algorithm || filters.backend || filters.tag || filters.q;
+    const none = filtered ? "No runs match these filters."
+      : filters.sweep_id ? "No runs in this sweep." : "No runs yet: start one with New run.";
+    fill(body, runs.length ? runs.map((r) => row(r, selected, onSelect, sweepNames, tagHref))
                            : h("tr", {}, h("td", { colspan: 10, class: "muted" }, none)));
     count.textContent = `${runs.length} run${runs.length === 1 ? "" : "s"}`;
   }

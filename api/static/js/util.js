@@ -170,3 +170,25 @@ export function formErrors(form, summary, refused) {
     },
   };
 }
+
+/** A run's tags as typed in a form ("baseline, lr:3e-4"): a list, blanks dropped, strings kept
+ *  as strings ("1" stays a tag, not a number). */
+export function parseTags(text) {
+  return text.split(",").map((t) => t.trim()).filter(Boolean);
+}
+
+/** Name the tag a refused edit or spec means: the server's `tags.1` says which, the user typed a
+ *  word. Rewrites `e.fields` in place and returns `e`. */
+export function explainTags(e, tags) {
+  for (const f of e.fields || []) {
+    const index = f.field.match(/^tags\.(\d+)$/);
+    if (index && tags[Number(index[1])] !== undefined) f.reason = `"${tags[Number(index[1])]}": ${f.reason}`;
+  }
+  return e;
+}
+
+/** A run's tags as small labels, each a link (`href(tag)`) to the runs it labels. */
+export function tagLabels(tags, href) {
+  if (!tags || !tags.length) return null;
+  return h("span", { class: "tags" }, tags.map((t) => h("a", { class: "tag", href: href(t), "data-tag": t }, t)));
+}
