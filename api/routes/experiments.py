@@ -118,6 +118,7 @@ def list_experiments(
         Query(
             min_length=1,
             max_length=200,
+            pattern=r"^[^\x00]*$",
             description="Only runs whose name contains this text (ignoring case).",
         ),
     ] = None,

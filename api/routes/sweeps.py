@@ -7,7 +7,6 @@ import datetime as dt
 from typing import Annotated, Any
 
 from fastapi import Depends, Path, Query, Response
-from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, Field
 
 from api import idempotency as idempotent
@@ -350,7 +349,7 @@ def _config_out(c: summaries.ConfigSummary) -> dict[str, Any]:
 
 @router.get(
     "/{sweep_id}/summary.csv",
-    response_class=PlainTextResponse,
+    response_class=Response,
     summary="The summary as CSV",
     description="The ranked table of `GET /v1/sweeps/{id}/summary`: one row per configuration "
     "with a column per swept parameter, the counts, mean and IQM with their intervals, "
@@ -362,9 +361,11 @@ def _config_out(c: summaries.ConfigSummary) -> dict[str, Any]:
 )
 def sweep_summary_csv(
     sweep: SweepDep, session: SessionDep, metric: MetricQuery = summaries.DEFAULT_METRIC
-) -> PlainTextResponse:
+) -> Response:
+    # A plain Response (no media type of its own): the route's error answers stay documented as
+    # JSON, the 200 as text/csv.
     text = summaries.to_csv(summaries.summarize(session, sweep, metric))
     disposition = f'attachment; filename="sweep-{sweep.id}.csv"'
-    return PlainTextResponse(
-        text, media_type="text/csv", headers={"content-disposition": disposition}
+    return Response(
+        text, media_type="text/csv; charset=utf-8", headers={"content-disposition": disposition}
     )

@@ -179,7 +179,15 @@ def test_the_list_filters_by_exact_tag_and_name_substring(
 
 
 @pytest.mark.parametrize(
-    ("params", "field"), [({"tag": "a b"}, "tag"), ({"tag": ""}, "tag"), ({"q": ""}, "q")]
+    ("params", "field"),
+    [
+        ({"tag": "a b"}, "tag"),
+        ({"tag": ""}, "tag"),
+        ({"q": ""}, "q"),
+        # PostgreSQL's text cannot hold NUL: refused before it reaches SQL (it was a 500).
+        ({"q": "ab\x00c"}, "q"),
+        ({"sweep_id": "not-an-id"}, "sweep_id"),
+    ],
 )
 def test_bad_list_filters_are_422_naming_the_parameter(
     client: TestClient, params: dict[str, str], field: str
