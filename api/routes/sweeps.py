@@ -3,6 +3,7 @@ cancel, resume, and the summary (ranked configurations, IQM, bootstrap intervals
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from typing import Annotated, Any
 
@@ -18,6 +19,7 @@ from api.routes.experiments import actor_of
 from api.schemas import Progress
 from core import idempotency
 from core.enums import ExperimentStatus
+from core.errors import BrokerUnavailable
 from core.ids import is_id
 from core.models import Sweep
 from core.quotas import check_project_limits, check_spec_bounds
@@ -230,8 +232,11 @@ def _check_size(spec: space.SweepSpec, limit: int) -> None:
 
 
 def _advance(session: SessionDep, services: ServicesDep, sweep_id: str) -> None:
+    # Start what fits now. A broker that is down leaves the runs pending (stored and answered
+    # 201): the API's scheduler queues them once it is back.
     settings = services.settings
-    scheduler.advance(session, services.dispatcher, sweep_id, settings.project_max_active_runs)
+    with contextlib.suppress(BrokerUnavailable):
+        scheduler.advance(session, services.dispatcher, sweep_id, settings.project_max_active_runs)
 
 
 def _created(session: SessionDep, sweep: Sweep, response: Response, replayed: bool) -> SweepOut:

@@ -6,7 +6,9 @@ runs queued, running or cancelling, and its project fewer than ``project_max_act
 right after a sweep is submitted or resumed, and every ``MARLFORGE_SWEEP_INTERVAL_S`` in each API
 process (``SweepScheduler``) for the sweeps with pending runs, so a slot freed by a run that ended
 is taken within that interval. The sweep's row is locked while it counts and moves, so several API
-processes never start more than the limit.
+processes never start more than the limit. A broker that refuses a run puts it, and the runs of the
+pass not yet handed over, back to ``pending`` (a sweep is not failed by a broker outage); the
+scheduler tries again a minute later.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from core.repositories.sweeps import SweepRepository
 log = logging.getLogger(__name__)
 
 S = ExperimentStatus
+BROKER_RETRY_S = 60.0
+"""After a pass the broker refused, the next one waits this long."""
 
 
 def advance(
@@ -52,18 +56,32 @@ def advance(
         if transition(session, run_id, [S.PENDING], S.QUEUED, reason) is not None:
             started.append(run_id)
     session.commit()
-    for run_id in started:
+    for index, run_id in enumerate(started):
         try:
             experiments.dispatch(session, dispatcher, experiments.get(session, run_id))
         except BrokerUnavailable as exc:
-            log.error("sweep %s: run %s: %s", sweep_id, run_id, exc)
+            _wait_again(session, sweep_id, started[index:], exc)
+            raise
     return started
+
+
+def _wait_again(session: Session, sweep_id: str, run_ids: list[str], exc: Exception) -> None:
+    """The broker refused the first of ``run_ids`` (which ``dispatch`` failed) and the rest were
+    not tried: all of them wait ``pending`` again, for a pass after the broker is back. A sweep
+    does not lose its runs to a broker outage; their timelines say what happened."""
+    log.warning("sweep %s: the broker is unreachable; %d run(s) wait again", sweep_id, len(run_ids))
+    reason = f"the broker was unreachable ({exc}); waits to be queued again"
+    transition(session, run_ids[0], [S.FAILED], S.PENDING, reason, finished_at=None)
+    for run_id in run_ids[1:]:
+        transition(session, run_id, [S.QUEUED], S.PENDING, reason)
+    session.commit()
 
 
 def advance_all(
     session_factory: sessionmaker[Session], dispatcher: Dispatcher, project_max_active: int
 ) -> int:
-    """``advance`` every sweep that has pending runs; how many runs were queued."""
+    """``advance`` every sweep that has pending runs; how many runs were queued.
+    ``BrokerUnavailable`` when the broker refused one (the pass stops there)."""
     with session_factory() as session:
         waiting = SweepRepository(session).with_pending()
     started = 0
@@ -89,7 +107,12 @@ class SweepScheduler(Periodic):
         self.dispatcher = dispatcher
         self.project_max_active = project_max_active
 
-    def work(self) -> None:
-        started = advance_all(self.session_factory, self.dispatcher, self.project_max_active)
+    def work(self) -> float | None:
+        try:
+            started = advance_all(self.session_factory, self.dispatcher, self.project_max_active)
+        except BrokerUnavailable:
+            # Each try costs its runs two timeline entries: try again a minute later, not at once.
+            return max(self.interval_s, BROKER_RETRY_S)
         if started:
             log.info("started %d pending sweep run(s)", started)
+        return None

@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from api.app import create_app
 from core.db import utcnow
 from core.enums import ExperimentStatus
 from core.lifecycle import transition
@@ -23,6 +24,7 @@ from core.quotas import run_memory_estimate
 from core.settings import Settings
 from core.sweeps import scheduler
 from learners.spec import parse_spec
+from tests.auth_support import bearer
 
 pytestmark = pytest.mark.integration
 
@@ -357,3 +359,30 @@ def test_another_metric_can_be_compared(
     assert summary["metric"] == "train/episode_return"
     assert summary["best"] is None
     assert client.get(f"/v1/sweeps/{sweep_id}/summary?metric=").status_code == 422
+
+
+def test_a_broker_outage_leaves_the_sweeps_runs_waiting_not_failed(
+    settings: Settings,
+    session_factory: Any,
+    storage: Any,
+    keys: dict[str, str],
+    example_spec: dict[str, Any],
+    session: Session,
+) -> None:
+    down = settings.model_copy(update={"broker_url": "redis://127.0.0.1:1/0"})
+    app = create_app(down, session_factory=session_factory, storage=storage)
+    with TestClient(app, headers=bearer(keys["member"])) as client:
+        response = client.post("/v1/sweeps", json=_sweep(example_spec))
+        # Stored whole and answered as created: its runs wait for the broker, none failed.
+        assert response.status_code == 201, response.text
+        sweep = client.get(f"/v1/sweeps/{response.json()['id']}").json()
+        assert (sweep["runs"]["pending"], sweep["runs"]["failed"]) == (6, 0)
+        first = _runs(client, sweep["id"])[0]
+        timeline = client.get(f"/v1/experiments/{first['id']}/timeline").json()["items"]
+        assert [(t["from_status"], t["to_status"]) for t in timeline] == [
+            (None, "pending"), ("pending", "queued"), ("queued", "failed"), ("failed", "pending"),
+        ]  # fmt: skip
+        assert "the broker was unreachable" in timeline[-1]["reason"]
+
+    # The broker is back: the next pass queues them.
+    assert len(_advance(session, settings, sweep["id"])) == 2
