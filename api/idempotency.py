@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import Header, Response
+from sqlalchemy.orm import Session
 
 from api.errors import ApiError, FieldProblem
 from core import idempotency
@@ -37,6 +38,18 @@ def claim(header: str | None, scope: str, body: Any) -> idempotency.Claim | None
             400, "invalid_header", f"{name}: {problem}", [FieldProblem(field=name, reason=problem)]
         )
     return idempotency.claim_of(header, scope, body)
+
+
+def earlier(
+    header: str | None, scope: str, body: Any, session: Session, project_id: str
+) -> tuple[idempotency.Claim | None, str | None]:
+    """The request's claim (None without the header) and, when the key was used before with the
+    same body, the id of what that request created (409 ``idempotency_conflict`` when the body or
+    the route differed)."""
+    found = claim(header, scope, body)
+    if found is None:
+        return None, None
+    return found, idempotency.lookup(session, project_id, found)
 
 
 def created(response: Response, location: str, replayed: bool) -> None:

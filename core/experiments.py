@@ -105,10 +105,7 @@ def submit_once(
     try:
         return submit(session, dispatcher, spec, project_id, actor, claim), True
     except idempotency.KeyTaken:
-        existing = idempotency.lookup(session, project_id, claim)
-        if existing is None:  # the winner's key was purged in between: vanishingly rare
-            raise Conflict(f"the {idempotency.HEADER} {claim.key!r} is in use; retry") from None
-        return get(session, existing), False
+        return get(session, idempotency.winner(session, project_id, claim)), False
 
 
 def edit(

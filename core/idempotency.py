@@ -124,6 +124,15 @@ def record(session: Session, project_id: str, claim: Claim, resource_id: str) ->
         raise KeyTaken(claim.key) from None
 
 
+def winner(session: Session, project_id: str, claim: Claim) -> str:
+    """After ``KeyTaken``: the id of what the concurrent request that won the key created
+    (IdempotencyConflict when its body differed; Conflict when its key was already purged)."""
+    existing = lookup(session, project_id, claim)
+    if existing is None:  # the winner's key was purged in between: vanishingly rare
+        raise Conflict(f"the {HEADER} {claim.key!r} is in use; retry")
+    return existing
+
+
 def purge(session: Session, now: dt.datetime | None = None) -> int:
     """Forget the keys older than ``TTL``; how many (the caller commits)."""
     return IdempotencyRepository(session).purge((now or utcnow()) - TTL)

@@ -14,7 +14,6 @@ from api.errors import ApiError, FieldProblem, check_cursor, error_responses
 from api.idempotency import IdempotencyKeyHeader
 from api.schemas import ExperimentOut, ExperimentPage
 from core import experiments as service
-from core import idempotency
 from core.auth import Principal
 from core.enums import ExperimentStatus
 from core.ids import ID_PATTERN
@@ -57,11 +56,11 @@ def create_experiment(
     response: Response,
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> ExperimentOut:
-    claim = idempotent.claim(idempotency_key, "experiments", body)
-    if claim is not None:
-        existing = idempotency.lookup(session, principal.project_id, claim)
-        if existing is not None:
-            return _created(session, service.get(session, existing), response, replayed=True)
+    claim, existing = idempotent.earlier(
+        idempotency_key, "experiments", body, session, principal.project_id
+    )
+    if existing is not None:
+        return _created(session, service.get(session, existing), response, replayed=True)
     try:
         spec = parse_spec(body)
         check_spec_bounds(spec, services.settings)

@@ -17,7 +17,6 @@ from api.errors import ApiError, FieldProblem, check_cursor, error_responses
 from api.idempotency import IdempotencyKeyHeader
 from api.routes.experiments import actor_of
 from api.schemas import Progress
-from core import idempotency
 from core.enums import ExperimentStatus
 from core.errors import BrokerUnavailable
 from core.ids import is_id
@@ -196,11 +195,11 @@ def create_sweep(
     response: Response,
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> SweepOut:
-    claim = idempotent.claim(idempotency_key, "sweeps", body)
-    if claim is not None:
-        existing = idempotency.lookup(session, principal.project_id, claim)
-        if existing is not None:
-            return _created(session, service.get(session, existing), response, replayed=True)
+    claim, existing = idempotent.earlier(
+        idempotency_key, "sweeps", body, session, principal.project_id
+    )
+    if existing is not None:
+        return _created(session, service.get(session, existing), response, replayed=True)
     try:
         spec = space.parse_sweep(body)
         _check_size(spec, services.settings.sweep_max_runs)

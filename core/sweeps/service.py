@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from core import idempotency
 from core.db import utcnow
 from core.enums import RESUMABLE_STATUSES, ExperimentStatus
-from core.errors import Conflict, NotFound
+from core.errors import NotFound
 from core.experiments import Actor
 from core.ids import new_id
 from core.lifecycle import transition
@@ -158,10 +158,7 @@ def submit_once(
     try:
         return submit(session, spec, expansion, project_id, actor, claim), True
     except idempotency.KeyTaken:
-        existing = idempotency.lookup(session, project_id, claim)
-        if existing is None:  # the winner's key was purged in between: vanishingly rare
-            raise Conflict(f"the {idempotency.HEADER} {claim.key!r} is in use; retry") from None
-        return get(session, existing), False
+        return get(session, idempotency.winner(session, project_id, claim)), False
 
 
 def cancel(session: Session, sweep_id: str, actor: Actor | None = None) -> list[str]:
