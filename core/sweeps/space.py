@@ -156,7 +156,8 @@ def expand(sweep: SweepSpec, check: Callable[[ExperimentSpec], None] | None = No
     configs = configurations(sweep.space)
     seeds = seeds_of(sweep)
     name = sweep.name or str(sweep.base.get("name", "")) or "sweep"
-    errors: dict[tuple[str, str], FieldError] = {}
+    swept: dict[tuple[str, str], FieldError] = {}
+    unswept: dict[tuple[str, str], dict[str, Configuration]] = {}
     children: list[Child] = []
     for seed in seeds:
         for config in configs:
@@ -168,12 +169,32 @@ def expand(sweep: SweepSpec, check: Callable[[ExperimentSpec], None] | None = No
             except SpecError as exc:
                 for error in exc.errors:
                     located = _locate(error, config, sweep.space)
-                    errors.setdefault((located.field, located.reason), located)
+                    if located is not None:
+                        swept.setdefault((located.field, located.reason), located)
+                    else:
+                        unswept.setdefault((error.field, error.reason), {})[config.key] = config
                 continue
             children.append(Child(config.key, seed, parsed.model_dump(mode="json")))
+    errors = list(swept.values()) + _base_errors(unswept, len(configs))
     if errors:
-        raise SpecError(list(errors.values())[:MAX_ERRORS])
+        raise SpecError(errors[:MAX_ERRORS])
     return Expansion(configurations=configs, seeds=seeds, children=children)
+
+
+def _base_errors(
+    unswept: dict[tuple[str, str], dict[str, Configuration]], configs: int
+) -> list[FieldError]:
+    """Problems of fields no swept path touches: the base's own when every configuration has
+    them (named once), else the combinations that cause them (the memory estimate of one)."""
+    errors = []
+    for (field, reason), failing in unswept.items():
+        if len(failing) == configs or field == "body":
+            errors.append(FieldError(f"base.{field}", reason))
+            continue
+        for config in failing.values():
+            values = ", ".join(f"{p}={_show(v)}" for p, v in config.params.items())
+            errors.append(FieldError(f"base.{field}", f"with {values}: {reason}"))
+    return errors
 
 
 def _child_spec(
@@ -198,8 +219,9 @@ def _set(target: dict[str, Any], parts: list[str], value: Any) -> None:
     target[parts[-1]] = value
 
 
-def _locate(error: FieldError, config: Configuration, space: SearchSpace) -> FieldError:
-    """Name the swept parameter behind a child's error (its value too), else the base's field."""
+def _locate(error: FieldError, config: Configuration, space: SearchSpace) -> FieldError | None:
+    """The swept parameter behind a child's error, named with its value; None when the error is
+    in a field no swept path touches."""
     for path, value in config.params.items():
         if (
             error.field == path
@@ -209,10 +231,7 @@ def _locate(error: FieldError, config: Configuration, space: SearchSpace) -> Fie
             part = "grid" if path in space.grid else "random"
             reason = f"value {_show(value)} in configuration {config.key}: {error.reason}"
             return FieldError(f"space.{part}.{path}", reason)
-    if config.params and error.field not in {"body"}:
-        values = ", ".join(f"{p}={_show(v)}" for p, v in config.params.items())
-        return FieldError(f"base.{error.field}", f"with {values}: {error.reason}")
-    return FieldError(f"base.{error.field}", error.reason)
+    return None
 
 
 def _show(value: Any) -> str:

@@ -144,8 +144,26 @@ def test_one_bad_child_names_the_parameter_its_value_and_the_reason(base: dict[s
 
 def test_a_bad_base_is_named_once_not_once_per_child(base: dict[str, Any]) -> None:
     base["total_steps"] = -5
-    errors = _errors({"base": base, "seeds": 5}, expand=True)
-    assert [e.field for e in errors] == ["base.total_steps"]
+    grid = {"grid": {"hyperparameters.learning_rate_actor": [1e-3, 3e-4, 1e-4]}}
+    errors = _errors({"base": base, "space": grid, "seeds": 5}, expand=True)
+    assert errors == [FieldError("base.total_steps", "Input should be greater than 0")]
+
+
+def test_a_problem_only_some_combinations_have_names_them(base: dict[str, Any]) -> None:
+    def small_only(spec: Any) -> None:
+        if spec.env.num_envs * spec.hyperparameters["batch_size"] > 8 * 256:
+            raise SpecError([FieldError("backend", "over the memory budget")])
+
+    grid = {"grid": {"env.num_envs": [1, 16], "hyperparameters.batch_size": [128, 256]}}
+    sweep = space.parse_sweep({"base": base, "space": grid})
+    with pytest.raises(SpecError) as caught:
+        space.expand(sweep, small_only)
+    assert caught.value.errors == [
+        FieldError(
+            "base.backend",
+            "with env.num_envs=16, hyperparameters.batch_size=256: over the memory budget",
+        )
+    ]
 
 
 def test_an_unknown_path_is_refused_on_its_swept_field(base: dict[str, Any]) -> None:
