@@ -3,7 +3,7 @@ worker, as in ``test_dashboard.py``): a refused sweep shows the server's reason 
 editor; the editor's own example is accepted and opens the sweep's page with its configurations and
 its runs waiting, which the runs list filters and the Cancel button stops; a sweep whose runs the
 worker has trained shows its configurations ranked, with the IQM, rank and curves of
-``GET /v1/sweeps/{id}/summary``. A tiny DDPG sweep (2 learning rates × 2 seeds of 400 steps) is
+``GET /v1/sweeps/{id}/summary``. A tiny DDPG sweep (2 learning rates × 3 seeds of 400 steps) is
 submitted when the first test starts and trains on the stack's worker meanwhile."""
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ CANCEL_BUDGET_MS = 90_000
 
 @pytest.fixture(scope="module")
 def trained_sweep(service: Api, tiny_spec: Callable[..., dict[str, Any]]) -> str:
-    """A sweep of four runs small enough to train in seconds, submitted at once; the test that
+    """A sweep of six runs small enough to train in seconds, submitted at once; the test that
     needs it finished waits for it."""
     base = {k: v for k, v in tiny_spec(400, name="browser-sweep").items() if k != "seed"}
     body = {
         "name": "browser sweep",
         "base": base,
         "space": {"grid": {SWEPT: [0.001, 0.0003]}},
-        "seeds": 2,
+        "seeds": 3,
         "max_concurrent": 4,
     }
     response = service.http.post("/v1/sweeps", json=body)
@@ -145,7 +145,7 @@ def _check_table(page: Page, summary: dict[str, Any]) -> None:
     for c in summary["configurations"]:
         row = page.tab.locator(f"#configurations tr[data-config={c['key']}]")
         assert row.locator("[data-col=rank]").inner_text() == str(c["rank"])
-        assert row.locator("[data-col=seeds]").inner_text() == "2/2"
+        assert row.locator("[data-col=seeds]").inner_text() == "3/3"
         iqm = row.locator("[data-col=iqm] .value").inner_text()
         assert _shown(iqm) == pytest.approx(c["final"]["iqm"], rel=0.006, abs=0.006)
         low, high = (
@@ -176,7 +176,7 @@ def test_a_finished_sweep_ranks_its_configurations_and_draws_their_curves(
     tab = page.tab
     tab.locator("h1 .badge[data-status=succeeded]").wait_for()
     tab.locator("#configurations tr[data-config] [data-col=rank]").first.wait_for()
-    assert tab.inner_text("#sweep-counts") == "4/4 succeeded"
+    assert tab.inner_text("#sweep-counts") == "6/6 succeeded"
     assert tab.input_value("select[name=metric]") == "eval/episode_return"
     _check_table(page, summary)
 
@@ -208,7 +208,7 @@ def test_a_finished_sweep_ranks_its_configurations_and_draws_their_curves(
     best = summary["best"]
     tab.click(f"#configurations tr[data-config={best}] [data-action=runs]")
     links = tab.locator(f"tr[data-runs-of={best}] a.run-link")
-    assert links.count() == 2
+    assert links.count() == 3
     links.first.click()
     tab.wait_for_url(re.compile(r"#/runs/[0-9A-Z]{26}$"))
     sweep_link = tab.locator("#run-sweep")
@@ -220,7 +220,7 @@ def test_a_finished_sweep_ranks_its_configurations_and_draws_their_curves(
     row = tab.locator(f"#sweeps tr[data-sweep='{trained_sweep}']")
     row.wait_for()
     assert row.locator(".badge").inner_text() == "succeeded"
-    assert row.locator("[data-col=runs]").inner_text() == "4/4 succeeded"
+    assert row.locator("[data-col=runs]").inner_text() == "6/6 succeeded"
     page.screenshot("sweeps-table")
 
     # A viewer reads sweeps but is offered no way to start, cancel or resume one.
