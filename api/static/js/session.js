@@ -41,8 +41,8 @@ export function mountSignIn(root, onSignedIn, problem = null) {
   const form = h("form", { class: "card signin", id: "signin", onsubmit: submit },
     h("h1", {}, "Sign in"),
     h("p", { class: "muted" }, "Paste an API key of your project. ",
-      "`marlforge keys create --project NAME --role ROLE` makes one; ",
-      "`make up` prints a link that signs you in as the local admin."),
+      h("code", {}, "marlforge keys create --project NAME --role ROLE"), " makes one; ",
+      h("code", {}, "make up"), " prints a link that signs you in as the local admin."),
     h("label", { for: "key" }, "API key"), input,
     h("div", { class: "row" }, h("button", { class: "primary", type: "submit" }, "Sign in")),
     errors);
