@@ -166,7 +166,12 @@ def _sweep(session: SessionDep, principal: PrincipalDep, sweep_id: SweepId) -> S
 SweepDep = Annotated[Sweep, Depends(_sweep)]
 MetricQuery = Annotated[
     str,
-    Query(min_length=1, max_length=200, description="The metric to compare the runs by."),
+    Query(
+        min_length=1,
+        max_length=200,
+        pattern=r"^[^\x00]*$",
+        description="The metric to compare the runs by.",
+    ),
 ]
 
 

@@ -359,6 +359,11 @@ def test_another_metric_can_be_compared(
     assert summary["metric"] == "train/episode_return"
     assert summary["best"] is None
     assert client.get(f"/v1/sweeps/{sweep_id}/summary?metric=").status_code == 422
+    # PostgreSQL's text cannot hold NUL: refused before it reaches SQL (fuzzing found a 500).
+    for route in ("summary", "summary.csv"):
+        refused = client.get(f"/v1/sweeps/{sweep_id}/{route}", params={"metric": "a\x00b"})
+        assert refused.status_code == 422
+        assert [f["field"] for f in refused.json()["error"]["fields"]] == ["metric"]
 
 
 def test_a_broker_outage_leaves_the_sweeps_runs_waiting_not_failed(
