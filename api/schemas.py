@@ -21,6 +21,12 @@ class Progress(BaseModel):
     total_steps: int = Field(description="The budget in environment steps.")
     fraction: float = Field(description="`step / total_steps`, between 0 and 1.")
 
+    @classmethod
+    def of(cls, step: int, total_steps: int) -> Progress:
+        """The progress of ``step`` out of ``total_steps`` (a fraction of 0 without a budget)."""
+        fraction = min(1.0, step / total_steps) if total_steps else 0.0
+        return cls(step=step, total_steps=total_steps, fraction=fraction)
+
 
 class LatestMetric(BaseModel):
     """The newest value of one metric."""
@@ -123,7 +129,6 @@ class ExperimentOut(BaseModel):
     @classmethod
     def of(cls, row: Experiment, queue_position: int | None = None) -> ExperimentOut:
         """The response for a database row."""
-        fraction = min(1.0, row.step / row.total_steps) if row.total_steps else 0.0
         return cls(
             id=row.id,
             name=row.name,
@@ -131,7 +136,7 @@ class ExperimentOut(BaseModel):
             backend=row.backend,
             status=row.status,
             status_reason=row.status_reason,
-            progress=Progress(step=row.step, total_steps=row.total_steps, fraction=fraction),
+            progress=Progress.of(row.step, row.total_steps),
             latest_metrics={k: LatestMetric(**v) for k, v in (row.latest_metrics or {}).items()},
             spec=row.spec,
             attempts=row.attempts,

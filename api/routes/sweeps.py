@@ -69,17 +69,12 @@ class SweepOut(BaseModel):
     def of(cls, view: SweepView) -> SweepOut:
         sweep, counts = view.sweep, view.counts
         runs = {status.value: counts.by_status.get(status, 0) for status in ExperimentStatus}
-        total = counts.total_steps
         return cls(
             id=sweep.id,
             name=sweep.name,
             status=view.status,
             runs={**runs, "total": counts.total},
-            progress=Progress(
-                step=counts.step,
-                total_steps=total,
-                fraction=min(1.0, counts.step / total) if total else 0.0,
-            ),
+            progress=Progress.of(counts.step, counts.total_steps),
             configurations=[ConfigurationOut(**c) for c in sweep.configurations],
             seeds=sweep.seeds,
             max_concurrent=sweep.max_concurrent,

@@ -120,21 +120,17 @@ def _final(values: list[float]) -> FinalValues | None:
 
 def _rank(configs: list[ConfigSummary]) -> None:
     """Rank by IQM (ties by mean, then key), compare the best with each other, and sort."""
-    ranked = sorted(
-        (c for c in configs if c.final is not None),
-        key=lambda c: (-c.final.iqm, -c.final.mean, c.key) if c.final else (0.0, 0.0, c.key),
-    )
-    for rank, config in enumerate(ranked, start=1):
+    finished = [(c, c.final) for c in configs if c.final is not None]
+    finished.sort(key=lambda item: (-item[1].iqm, -item[1].mean, item[0].key))
+    for rank, (config, _) in enumerate(finished, start=1):
         config.rank = rank
-    if ranked:
-        best = ranked[0]
-        assert best.final is not None
-        for other in ranked[1:]:
-            assert other.final is not None
+    if finished:
+        best, best_final = finished[0]
+        for other, final in finished[1:]:
             other.improvement = Improvement(
                 best=best.key,
-                probability=stats.probability_of_improvement(best.final.values, other.final.values),
-                ci95=stats.probability_of_improvement_ci(best.final.values, other.final.values),
+                probability=stats.probability_of_improvement(best_final.values, final.values),
+                ci95=stats.probability_of_improvement_ci(best_final.values, final.values),
             )
     configs.sort(key=lambda c: (c.rank is None, c.rank or 0, c.key))
 
