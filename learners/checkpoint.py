@@ -202,5 +202,15 @@ def load_policy(
         missing = [n for n in names if n not in set(handle.keys())]
         if missing:
             raise CheckpointError(f"{path} lacks the policy tensors {missing}")
-        learner.load_state({n: handle.get_tensor(n) for n in names}, policy_only=True)
+        tensors = {n: handle.get_tensor(n) for n in names}
+    expected = learner.state()
+    wrong = [
+        f"{n} {tuple(t.shape)} (this code builds {tuple(expected[n].shape)})"
+        for n, t in tensors.items()
+        if tuple(t.shape) != tuple(expected[n].shape)
+    ]
+    if wrong:
+        # e.g. a multi-team run written when one network served both teams
+        raise CheckpointError(f"{path} holds networks of another layout: {', '.join(wrong)}")
+    learner.load_state(tensors, policy_only=True)
     return _LearnerPolicy(learner, info, manifest)

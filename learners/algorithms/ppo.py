@@ -16,8 +16,9 @@ and the learner's host side (memory, minibatches, stats, checkpoint layout) in
 
 On a scenario with several teams (simple_tag, ...) every agent's advantages and value targets come
 from its own rewards, and advantages are standardised within each team, so nothing is averaged
-over opponents. Parameters are still shared across teams when ``share_parameters`` is on (one
-network, told apart by the agents' ids): sharing within a team only is not built for PPO yet.
+over opponents. ``share_parameters`` shares within a team, never across teams: each team has its
+own actor and critic (``(T, ...)`` weights per layer, ``ppo_learner.seats``), whose members tell
+themselves apart by their place in the team.
 """
 
 from __future__ import annotations
@@ -108,8 +109,10 @@ class PPOConfig(AlgorithmConfig):
     activation: Literal["relu", "tanh"] = "relu"
     """Activation of the hidden layers."""
     share_parameters: bool = True
-    """One actor and one critic shared by all agents, told apart by a one-hot agent id in their
-    input; ``false`` gives every agent its own parameters (computed together, in one batch)."""
+    """One actor and one critic shared by the agents of a team, told apart by a one-hot of their
+    place in the team (on a cooperative scenario, one team: all agents, by their agent ids); each
+    team of a competitive scenario has its own. ``false`` gives every agent its own parameters
+    (computed together, in one batch)."""
     log_std_init: float = Field(default=-0.5, ge=-5, le=2)
     """Continuous actions: the initial log standard deviation of the Gaussian policy (a learned,
     state-independent parameter per action dimension)."""

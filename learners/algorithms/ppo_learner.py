@@ -34,6 +34,7 @@ from learners.algorithms.ppo import (
 )
 from learners.buffers.rollout import RolloutBuffer, RolloutStep
 from learners.envs.base import EnvInfo, Observation
+from learners.envs.teams import TeamSeats, team_seats
 from learners.functional.losses import PPOLoss
 from learners.functional.normalizer import ValueNormalizer
 from learners.functional.ops import A, Ops
@@ -68,18 +69,37 @@ def network_args(
         "out_features": out_features,
         "num_agents": info.num_agents,
         "shared": config.share_parameters,
+        "seats": seats(config, info),
         "activation": config.activation,
         "rnn_hidden_size": config.rnn_hidden_size if config.recurrent else None,
     }
 
 
+def seats(config: PPOConfig, info: EnvInfo) -> TeamSeats | None:
+    """The agents' seats when parameters are shared within each of several teams (each team its
+    own actor and critic, ``(T, ...)`` tensors); ``None`` when one set serves every agent or every
+    agent has its own."""
+    return team_seats(info.teams) if config.share_parameters else None
+
+
 def initial_log_std(config: PPOConfig, info: EnvInfo) -> NDArray[np.float32] | None:
     """Continuous actions: the Gaussian's learned, state-independent log std at the start, (A,)
-    shared by all agents or (N, A) per agent; ``None`` for discrete actions."""
+    shared by all agents, (T, A) one per team or (N, A) per agent; ``None`` for discrete
+    actions."""
     if info.action_kind != "continuous":
         return None
-    lead = () if config.share_parameters else (info.num_agents,)
+    by_team = seats(config, info)
+    if by_team is not None:
+        lead: tuple[int, ...] = (by_team.num_teams,)
+    else:
+        lead = () if config.share_parameters else (info.num_agents,)
     return np.full((*lead, info.action_dim), config.log_std_init, np.float32)
+
+
+def broadcasts_state(config: PPOConfig, info: EnvInfo) -> bool:
+    """MAPPO's critic input can keep a size-1 agent axis (the first layer computes the global
+    state once and broadcasts it over the agents' ids) when one critic serves every agent."""
+    return config.share_parameters and seats(config, info) is None
 
 
 def env_actions(actions: NDArray[Any], discrete: bool) -> NDArray[Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -56,3 +56,32 @@ def team_returns(
     """Each team's return in one episode: the mean over its agents of ``agent_returns`` ((N,), each
     agent's undiscounted return)."""
     return {name: float(np.mean(agent_returns[index])) for name, index in members.items()}
+
+
+class TeamSeats(NamedTuple):
+    """Where each agent sits when parameters are shared within each team, not across teams: the
+    networks hold one set of weights per team, and an agent tells itself apart from its teammates
+    by a one-hot of its place in the team, ``width`` wide (the largest team's size; a smaller
+    team leaves the last columns unused)."""
+
+    team: tuple[int, ...]
+    """Each agent's team index (teams in the order their first agent appears)."""
+    place: tuple[int, ...]
+    """Each agent's place within its team."""
+
+    @property
+    def num_teams(self) -> int:
+        return max(self.team) + 1
+
+    @property
+    def width(self) -> int:
+        return max(self.place) + 1
+
+
+def team_seats(teams: Sequence[str]) -> TeamSeats | None:
+    """The seats of ``teams`` (each agent's team name), or ``None`` for a scenario with one team,
+    where sharing within the team is sharing across all agents."""
+    slots = team_slots(team_indices(teams))
+    if len({k for k, _ in slots}) == 1:
+        return None
+    return TeamSeats(tuple(k for k, _ in slots), tuple(j for _, j in slots))

@@ -139,3 +139,25 @@ def test_torch_optimiser_state_is_loaded_as_a_copy() -> None:
     assert int(fresh.state[module.weight]["step"]) == 2  # the loaded state was stepped
     for key, value in before.items():
         np.testing.assert_array_equal(tensors[key], value, err_msg=key)
+
+
+def test_load_policy_refuses_networks_of_another_layout(
+    tmp_path: Path, make_spec: Callable[..., ExperimentSpec]
+) -> None:
+    """A multi-team MAPPO checkpoint written when one network served both teams (what a run on
+    simple_tag wrote before sharing stopped at a team's edge) is a CheckpointError naming the
+    tensors, not a framework error from deep inside a load."""
+    import dataclasses
+
+    env_spec = {"suite": "mpe", "id": "simple_tag_v3", "kwargs": {"max_cycles": 25}}
+    spec = make_spec("mappo", "torch", env=env_spec)
+    env = make_vec_env(spec.env, spec.seed)
+    assert len(env.info.team_names) == 2
+    cls = entry("mappo").learner_class("torch")
+    one_team = dataclasses.replace(env.info, teams=("agent",) * env.info.num_agents)
+    old = cls(spec.config(), one_team, "cpu", spec.seed).state()
+    path = tmp_path / "old.safetensors"
+    write(path, old, manifest_for(spec, checkpoint.env_info_to_json(env.info)))
+    with pytest.raises(CheckpointError, match=r"another layout: .*actor\.layers\.0\.weight"):
+        load_policy(path)
+    env.close()

@@ -1,10 +1,13 @@
-"""Networks that compute every agent at once, with shared or per-agent parameters (MindSpore).
+"""Networks that compute every agent at once, with shared, per-team or per-agent parameters
+(MindSpore).
 
 The MindSpore twin of ``learners.backends.torch.agent_nets``, name for name and equation for
 equation: inputs are ``(..., N, features)``; with shared parameters a one-hot agent id, built from
 the input's real shape (never from a configured batch size: seeds defect 6), is appended to the
 input; with separate parameters every layer holds a weight per agent, ``(N, out, in)`` (torch's
-layout), applied in one batched matrix product. The GRU cell is PyTorch's ``GRUCell`` written out,
+layout), applied in one batched matrix product; shared within each of several teams
+(``TeamSeats``), a weight per team, ``(T, out, in)``, gathered to the agents, with the agent's
+place in its team as its one-hot id. The GRU cell is PyTorch's ``GRUCell`` written out,
 gates ordered ``r, z, n``, so its weights mean the same thing in every backend. Over a sequence the
 cell is unrolled step by step in the compiled graph: chunks are short (``chunk_length``) and fixed
 in length, and an unrolled graph runs each step with no loop overhead.
@@ -17,6 +20,7 @@ backend's order (layers, GRU, head), so one seed means one set of weights in bot
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import mindspore as ms
 import numpy as np
@@ -25,6 +29,7 @@ from mindspore import Tensor, nn, ops
 from learners.backends.mindspore.networks import orthogonal, parameter
 from learners.backends.mindspore.ops import sigmoid64, tanh64
 from learners.backends.mindspore.runtime import configure
+from learners.envs.teams import TeamSeats
 
 configure()
 
@@ -48,26 +53,34 @@ class AgentLinear(nn.Cell):
         shared: bool,
         gain: float,
         rng: np.random.Generator,
+        groups: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
-        self.shared = shared
-        if shared:
+        self.shared = shared and groups is None
+        self.grouped = groups is not None
+        if self.shared:
             weight = orthogonal(rng, in_features, out_features, gain)
             bias = np.zeros(out_features, np.float32)
         else:
+            count = num_agents if groups is None else max(groups) + 1
             weight = np.stack(
-                [orthogonal(rng, in_features, out_features, gain) for _ in range(num_agents)]
+                [orthogonal(rng, in_features, out_features, gain) for _ in range(count)]
             )
-            bias = np.zeros((num_agents, out_features), np.float32)
+            bias = np.zeros((count, out_features), np.float32)
+        # Each agent's team index when the weights are one per team, (T, out, in).
+        self.index = Tensor(np.asarray(tuple(groups or (0,)), np.int32))
         self.weight = parameter(weight, "weight")
         self.bias = parameter(bias, "bias")
 
     def construct(self, x: Tensor) -> Tensor:
         if self.shared:
             return ops.dense(x, self.weight, self.bias)
+        weight, bias = self.weight, self.bias
+        if self.grouped:  # each agent meets its team's weights
+            weight, bias = ops.gather(weight, self.index, 0), ops.gather(bias, self.index, 0)
         # (..., N, 1, in) @ (N, in, out) -> (..., N, 1, out): each agent meets its own weight.
-        y = ops.matmul(ops.expand_dims(x, -2), ops.swapaxes(self.weight, -1, -2))
-        return ops.squeeze(y, -2) + self.bias
+        y = ops.matmul(ops.expand_dims(x, -2), ops.swapaxes(weight, -1, -2))
+        return ops.squeeze(y, -2) + bias
 
 
 class AgentGRUCell(nn.Cell):
@@ -81,12 +94,13 @@ class AgentGRUCell(nn.Cell):
         num_agents: int,
         shared: bool,
         rng: np.random.Generator,
+        groups: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
         self.hidden_size = hidden_size
         size = 3 * hidden_size
-        self.input = AgentLinear(in_features, size, num_agents, shared, 1.0, rng)
-        self.hidden = AgentLinear(hidden_size, size, num_agents, shared, 1.0, rng)
+        self.input = AgentLinear(in_features, size, num_agents, shared, 1.0, rng, groups)
+        self.hidden = AgentLinear(hidden_size, size, num_agents, shared, 1.0, rng, groups)
 
     def construct(self, x_gates: Tensor, h: Tensor) -> Tensor:
         """One step; ``x_gates`` is ``self.input(x)`` (computed for a whole sequence at once)."""
@@ -116,33 +130,48 @@ class AgentMLP(nn.Cell):
         rnn_hidden_size: int | None,
         rng: np.random.Generator,
         head_gain: float,
+        seats: TeamSeats | None = None,
     ) -> None:
         super().__init__()
         self.num_agents = num_agents
-        self.shared = shared
+        # Shared with seats: one set of weights per team (``(T, ...)``), ids within the team.
+        self.seats = seats if shared else None
+        self.shared = shared and self.seats is None
         self.tanh = activation == "tanh"
         self.recurrent = rnn_hidden_size is not None
-        sizes = [in_features + (num_agents if shared else 0), *hidden_sizes]
+        groups = None if self.seats is None else self.seats.team
+        ids, places = (num_agents if self.shared else 0), np.zeros((1, 1), np.float32)
+        if self.seats is not None:
+            ids = self.seats.width
+            places = np.eye(ids, dtype=np.float32)[list(self.seats.place)]
+        self.by_team = self.seats is not None
+        self.place_ids = Tensor(places)
+        sizes = [in_features + ids, *hidden_sizes]
         if rnn_hidden_size is not None and len(hidden_sizes) > 1:
             sizes[1] = rnn_hidden_size  # the second hidden layer reads the GRU's state
         gain = math.sqrt(2.0)
         self.layers = nn.CellList(
             [
-                AgentLinear(a, b, num_agents, shared, gain, rng)
+                AgentLinear(a, b, num_agents, shared, gain, rng, groups)
                 for a, b in zip(sizes[:-1], hidden_sizes, strict=True)
             ]
         )
         last = hidden_sizes[-1]
         if rnn_hidden_size is not None:
-            self.gru = AgentGRUCell(hidden_sizes[0], rnn_hidden_size, num_agents, shared, rng)
+            self.gru = AgentGRUCell(
+                hidden_sizes[0], rnn_hidden_size, num_agents, shared, rng, groups
+            )
             if len(hidden_sizes) == 1:
                 last = rnn_hidden_size
-        self.head = AgentLinear(last, out_features, num_agents, shared, head_gain, rng)
+        self.head = AgentLinear(last, out_features, num_agents, shared, head_gain, rng, groups)
 
     def _act(self, x: Tensor) -> Tensor:
         return tanh64(x) if self.tanh else ops.relu(x)
 
     def _with_ids(self, x: Tensor) -> Tensor:
+        if self.by_team:  # the agent's place in its team
+            places = ops.broadcast_to(self.place_ids, x.shape[:-1] + self.place_ids.shape[-1:])
+            return ops.cat((x, places), -1)
         if not self.shared:
             return x
         return ops.cat((x, agent_ids(x, self.num_agents)), -1)

@@ -35,7 +35,8 @@ OPS = MindSporeOps()
 
 
 class Actor(AgentMLP):
-    """The policy network; continuous actions add ``log_std`` ((A,) shared or (N, A))."""
+    """The policy network; continuous actions add ``log_std`` ((A,) shared, (T, A) per team or
+    (N, A) per agent)."""
 
     def __init__(self, config: PPOConfig, info: EnvInfo, init: np.random.Generator) -> None:
         super().__init__(
@@ -46,24 +47,31 @@ class Actor(AgentMLP):
         if log_std is not None:
             self.log_std: Parameter = parameter(log_std, "log_std")
 
+    def agent_log_std(self) -> Tensor:
+        """The log std as the agents use it: (A,) shared, else (N, A)."""
+        if self.by_team:  # each agent's team's
+            return ops.gather(self.log_std, self.head.index, 0)
+        return self.log_std
+
     def log_prob(self, out: Tensor, actions: Tensor, avail: Tensor) -> Tensor:
         """log pi(a | o) of ``actions`` given the network's output ``out``."""
         if self.discrete:
             return dist.categorical_log_prob(OPS, out, actions, avail)
-        return dist.normal_log_prob(OPS, actions, out, ops.broadcast_to(self.log_std, out.shape))
+        log_std = ops.broadcast_to(self.agent_log_std(), out.shape)
+        return dist.normal_log_prob(OPS, actions, out, log_std)
 
     def entropy(self, out: Tensor, avail: Tensor) -> Tensor:
         """The policy's entropy at each entry."""
         if self.discrete:
             return dist.categorical_entropy(OPS, out, avail)
-        return dist.normal_entropy(OPS, ops.broadcast_to(self.log_std, out.shape))
+        return dist.normal_entropy(OPS, ops.broadcast_to(self.agent_log_std(), out.shape))
 
     def sample(self, out: Tensor, avail: Tensor, noise: Tensor) -> Tensor:
         """Actions from host-drawn ``noise``: Gumbel noise for discrete actions (argmax of the
         perturbed logits is a categorical sample), standard normal for continuous ones."""
         if self.discrete:
             return ops.argmax(dist.masked_logits(OPS, out, avail) + noise, -1)
-        return out + exp64(self.log_std) * noise
+        return out + exp64(self.agent_log_std()) * noise
 
 
 def critic(config: PPOConfig, info: EnvInfo, init: np.random.Generator) -> AgentMLP:

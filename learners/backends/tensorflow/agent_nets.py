@@ -1,12 +1,15 @@
-"""Networks that compute every agent at once, with shared or per-agent parameters (TensorFlow).
+"""Networks that compute every agent at once, with shared, per-team or per-agent parameters
+(TensorFlow).
 
 The TensorFlow twin of ``learners.backends.torch.agent_nets``, name for name and equation for
 equation: inputs are ``(..., N, features)``; with shared parameters a one-hot agent id is part of
 the first layer's input, applied as a per-agent bias broadcast over the input's agent axis,
 whatever the batch's real size (never a configured batch size: seeds defect 6); with separate
 parameters every layer holds a kernel per agent, ``(N, in, out)``, applied in one batched
-contraction. The GRU cell is PyTorch's ``GRUCell`` written out, gates ordered ``r, z, n``, so its
-weights mean the same thing in both backends.
+contraction; shared within each of several teams (``TeamSeats``), a kernel per team, ``(T, in,
+out)``, gathered to the agents, with the agent's place in its team as its one-hot id. The GRU
+cell is PyTorch's ``GRUCell`` written out, gates ordered ``r, z, n``, so its weights mean the same
+thing in both backends.
 
 Canonical names: ``layers.<i>.weight``, ``gru.input.weight``, ``gru.hidden.bias``, ``head.weight``,
 and the actor's ``log_std``.
@@ -15,11 +18,13 @@ and the actor's ``log_std``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
 
 from learners.backends.tensorflow.networks import Dense, Param, orthogonal
+from learners.envs.teams import TeamSeats
 
 
 def agent_dense(
@@ -31,17 +36,17 @@ def agent_dense(
     gain: float,
     rng: np.random.Generator,
     trainable: bool = True,
+    groups: Sequence[int] | None = None,
 ) -> Dense:
-    """A ``Dense`` for every agent: orthogonal kernels (one per agent) scaled by ``gain``, zero
-    biases."""
-    if shared:
+    """A ``Dense`` for every agent: orthogonal kernels (one, one per team with ``groups`` — each
+    agent's team index — or one per agent) scaled by ``gain``, zero biases."""
+    if shared and groups is None:
         kernel = orthogonal(rng, in_features, out_features, gain)
         return Dense(name, kernel, np.zeros(out_features, np.float32), trainable=trainable)
-    kernels = np.stack(
-        [orthogonal(rng, in_features, out_features, gain) for _ in range(num_agents)]
-    )
-    bias = np.zeros((num_agents, out_features), np.float32)
-    return Dense(name, kernels, bias, per_agent=True, trainable=trainable)
+    count = num_agents if groups is None else max(groups) + 1
+    kernels = np.stack([orthogonal(rng, in_features, out_features, gain) for _ in range(count)])
+    bias = np.zeros((count, out_features), np.float32)
+    return Dense(name, kernels, bias, per_agent=True, groups=groups, trainable=trainable)
 
 
 class AgentGRUCell(tf.Module):
@@ -56,15 +61,16 @@ class AgentGRUCell(tf.Module):
         shared: bool,
         rng: np.random.Generator,
         trainable: bool = True,
+        groups: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
         self.hidden_size = hidden_size
         size = 3 * hidden_size
         self.input = agent_dense(
-            "gru.input", in_features, size, num_agents, shared, 1.0, rng, trainable
+            "gru.input", in_features, size, num_agents, shared, 1.0, rng, trainable, groups
         )
         self.hidden = agent_dense(
-            "gru.hidden", hidden_size, size, num_agents, shared, 1.0, rng, trainable
+            "gru.hidden", hidden_size, size, num_agents, shared, 1.0, rng, trainable, groups
         )
         self.params = [*self.input.params, *self.hidden.params]
 
@@ -97,39 +103,54 @@ class AgentMLP(tf.Module):
         rng: np.random.Generator,
         head_gain: float,
         trainable: bool = True,
+        seats: TeamSeats | None = None,
     ) -> None:
         super().__init__()
         self.num_agents = num_agents
-        self.shared = shared
+        # Shared with seats: one set of kernels per team (``(T, ...)``), ids within the team.
+        self.seats = seats if shared else None
+        self.shared = shared and self.seats is None
         self.act = tf.tanh if activation == "tanh" else tf.nn.relu
-        sizes = [in_features + (num_agents if shared else 0), *hidden_sizes]
+        groups = None if self.seats is None else self.seats.team
+        ids = num_agents if self.shared else 0
+        self.place_ids: tf.Tensor | None = None
+        if self.seats is not None:
+            ids = self.seats.width
+            self.place_ids = tf.constant(np.eye(ids, dtype=np.float32)[list(self.seats.place)])
+        sizes = [in_features + ids, *hidden_sizes]
         if rnn_hidden_size is not None and len(hidden_sizes) > 1:
             sizes[1] = rnn_hidden_size  # the second hidden layer reads the GRU's state
         hidden_gain = math.sqrt(2.0)
+
+        def dense(name: str, a: int, b: int, gain: float) -> Dense:
+            return agent_dense(name, a, b, num_agents, shared, gain, rng, trainable, groups)
+
         # Built in the torch learner's init order (layers, GRU, head), so a seed means one thing.
         self.layers = [
-            agent_dense(f"layers.{i}", a, b, num_agents, shared, hidden_gain, rng, trainable)
+            dense(f"layers.{i}", a, b, hidden_gain)
             for i, (a, b) in enumerate(zip(sizes[:-1], [*hidden_sizes], strict=True))
         ]
         self.gru: AgentGRUCell | None = None
         last = hidden_sizes[-1]
         if rnn_hidden_size is not None:
             self.gru = AgentGRUCell(
-                hidden_sizes[0], rnn_hidden_size, num_agents, shared, rng, trainable
+                hidden_sizes[0], rnn_hidden_size, num_agents, shared, rng, trainable, groups
             )
             if len(hidden_sizes) == 1:
                 last = rnn_hidden_size
-        self.head = agent_dense(
-            "head", last, out_features, num_agents, shared, head_gain, rng, trainable
-        )
+        self.head = dense("head", last, out_features, head_gain)
         self.params: list[Param] = [p for layer in self.layers for p in layer.params]
         if self.gru is not None:
             self.params += self.gru.params
         self.params += self.head.params
 
     def encode(self, x: tf.Tensor) -> tf.Tensor:
-        """The first hidden layer; with shared parameters its input is ``[x, one-hot id]``."""
+        """The first hidden layer; with shared parameters its input is ``[x, one-hot id]`` (the
+        agent's id, or its place in its team when each team has its own kernels)."""
         first = self.layers[0]
+        if self.place_ids is not None:
+            shape = tf.concat([tf.shape(x)[:-1], tf.shape(self.place_ids)[-1:]], 0)
+            return self.act(first(tf.concat([x, tf.broadcast_to(self.place_ids, shape)], -1)))
         if not self.shared:
             return self.act(first(x))
         # [x, e_i] @ K + b = x @ K_x + b + K_id[i]: the id's rows of the kernel are a per-agent

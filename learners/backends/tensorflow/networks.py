@@ -55,9 +55,10 @@ def _variable(value: NDArray[Any], name: str, trainable: bool) -> tf.Variable:
 class Dense(tf.Module):
     """``y = x @ kernel + bias`` for inputs ``(..., in)``; canonical ``weight`` is ``kernel.T``.
 
-    ``num_agents`` set makes it a per-agent layer: ``kernel`` is ``(N, in, out)``, ``bias`` is
+    ``per_agent`` makes it a per-agent layer: ``kernel`` is ``(N, in, out)``, ``bias`` is
     ``(N, out)``, and inputs are ``(..., N, in)``: each agent's slice meets its own weight, in
-    one batched contraction.
+    one batched contraction. ``groups`` (each agent's team index) makes it a per-team layer:
+    ``kernel`` is ``(T, in, out)`` and each agent meets its team's.
     """
 
     def __init__(
@@ -67,10 +68,13 @@ class Dense(tf.Module):
         bias: NDArray[Any],
         *,
         per_agent: bool = False,
+        groups: Sequence[int] | None = None,
         trainable: bool = True,
     ) -> None:
         super().__init__(name=name.replace(".", "_"))
-        self.per_agent = per_agent
+        self.per_agent = per_agent or groups is not None
+        # Each agent's team index when the kernels are one per team, (T, in, out).
+        self.groups = None if groups is None else tf.constant(tuple(groups), tf.int32)
         self.kernel = _variable(kernel, f"{name}.weight", trainable)
         self.bias = _variable(bias, f"{name}.bias", trainable)
         self.params = [
@@ -79,6 +83,9 @@ class Dense(tf.Module):
         ]
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        if self.groups is not None:  # each agent meets its team's kernel
+            kernel, bias = tf.gather(self.kernel, self.groups), tf.gather(self.bias, self.groups)
+            return tf.einsum("...ni,nio->...no", x, kernel) + bias
         if self.per_agent:
             return tf.einsum("...ni,nio->...no", x, self.kernel) + self.bias
         # A 2-D matmul over flattened leading axes (what torch's linear does for N-D inputs).

@@ -119,7 +119,9 @@ def gradient_step(
     per tensor: seeds defect 3) and step each optimiser; returns the norm before clipping."""
     variables = [p.variable for opt in optimizers for p in opt.params]
     grads = tape.gradient(loss, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    clipped, norm = clip_by_global_norm(ops, list(grads), max_grad_norm)
+    # A kernel gathered per agent (one per team) has a sparse gradient: made dense here.
+    grads = [tf.convert_to_tensor(g) for g in grads]
+    clipped, norm = clip_by_global_norm(ops, grads, max_grad_norm)
     start = 0
     for opt in optimizers:
         opt.apply(clipped[start : start + len(opt.params)])

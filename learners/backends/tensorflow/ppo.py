@@ -51,7 +51,8 @@ Memory = tf.Tensor | None
 
 
 class Actor(AgentMLP):
-    """The policy network; continuous actions add ``log_std`` ((A,) shared or (N, A))."""
+    """The policy network; continuous actions add ``log_std`` ((A,) shared, (T, A) per team or
+    (N, A) per agent)."""
 
     def __init__(self, config: PPOConfig, info: EnvInfo, init: np.random.Generator) -> None:
         super().__init__(
@@ -62,6 +63,12 @@ class Actor(AgentMLP):
         if log_std is not None:
             self.log_std = tf.Variable(log_std, name="log_std")
             self.params.append(Param("log_std", self.log_std, transposed=False))
+
+    def agent_log_std(self) -> tf.Tensor:
+        """The log std as the agents use it: (A,) shared, else (N, A)."""
+        assert self.log_std is not None
+        team = self.head.groups  # each agent's team, when each team has its own kernels
+        return self.log_std if team is None else tf.gather(self.log_std, team)
 
 
 class TensorFlowPPO(TensorFlowState, PPOLearner[tf.Tensor]):
@@ -117,7 +124,7 @@ class TensorFlowPPO(TensorFlowState, PPOLearner[tf.Tensor]):
             out, memory_next = self._actor_forward(obs), None
         else:
             out, memory_next = self._actor_recurrent_forward(obs, memory)
-        log_std = None if self.actor.log_std is None else self.actor.log_std.numpy()
+        log_std = None if self.actor.log_std is None else self.actor.agent_log_std().numpy()
         actions, log_prob = sample_actions(
             out.numpy(), observation.avail_actions, log_std, self.exploration, explore
         )
@@ -134,8 +141,7 @@ class TensorFlowPPO(TensorFlowState, PPOLearner[tf.Tensor]):
         return out[0], h_next
 
     def _log_std(self, out: tf.Tensor) -> tf.Tensor:
-        assert self.actor.log_std is not None
-        return tf.broadcast_to(self.actor.log_std, tf.shape(out))
+        return tf.broadcast_to(self.actor.agent_log_std(), tf.shape(out))
 
     def _log_prob(self, out: tf.Tensor, actions: tf.Tensor, avail: tf.Tensor) -> tf.Tensor:
         if self.discrete:

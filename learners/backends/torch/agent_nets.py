@@ -1,10 +1,14 @@
-"""Networks that compute every agent at once, with shared or per-agent parameters (PyTorch).
+"""Networks that compute every agent at once, with shared, per-team or per-agent parameters
+(PyTorch).
 
 Inputs are shaped ``(..., N, features)``. With shared parameters one weight serves all agents, and
 a one-hot agent id is appended to the input so the agents can still behave differently; it is
 applied by broadcasting over the input's agent axis, whatever the batch's real size (never a
 configured batch size: seeds defect 6). With separate parameters each layer holds a weight per
-agent, ``(N, out, in)``, applied with one batched contraction: no Python loop over agents.
+agent, ``(N, out, in)``, applied with one batched contraction: no Python loop over agents. Shared
+within each of several teams (``TeamSeats``), each layer holds a weight per team, ``(T, out, in)``,
+each agent meets its team's (gathered to ``(N, out, in)``), and the one-hot id is the agent's place
+in its team.
 
 Parameter names and layouts are the checkpoint's canonical ones (PyTorch layout, ``(out, in)``
 weights; ``(N, out, in)`` per agent): ``layers.<i>.weight``, ``gru.input.weight``, ``head.bias``...
@@ -16,18 +20,34 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import nn
 
+from learners.envs.teams import TeamSeats
+
 
 class AgentLinear(nn.Module):
-    """``y = x W^T + b`` for every agent; ``W`` is ``(out, in)`` shared or ``(N, out, in)``."""
+    """``y = x W^T + b`` for every agent; ``W`` is ``(out, in)`` shared, ``(N, out, in)`` per agent,
+    or ``(T, out, in)`` one per team when ``groups`` gives each agent's team index."""
 
-    def __init__(self, in_features: int, out_features: int, num_agents: int, shared: bool) -> None:
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        num_agents: int,
+        shared: bool,
+        groups: Sequence[int] | None = None,
+    ) -> None:
         super().__init__()
-        self.shared = shared
-        lead = () if shared else (num_agents,)
+        self.shared = shared and groups is None
+        lead: tuple[int, ...] = () if self.shared else (num_agents,)
+        index = None
+        if groups is not None:
+            lead, index = (max(groups) + 1,), torch.tensor(tuple(groups))
+        self.index: torch.Tensor | None
+        self.register_buffer("index", index, persistent=False)
         self.weight = nn.Parameter(torch.empty(*lead, out_features, in_features))
         self.bias = nn.Parameter(torch.zeros(*lead, out_features))
 
@@ -41,6 +61,10 @@ class AgentLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.shared:
             return nn.functional.linear(x, self.weight, self.bias)
+        if self.index is not None:  # each agent meets its team's weights
+            return (
+                torch.einsum("...ni,noi->...no", x, self.weight[self.index]) + self.bias[self.index]
+            )
         return torch.einsum("...ni,noi->...no", x, self.weight) + self.bias
 
 
@@ -49,11 +73,18 @@ class AgentGRUCell(nn.Module):
     r = sigmoid(W_ir x + b_ir + W_hr h + b_hr), z = sigmoid(W_iz x + b_iz + W_hz h + b_hz),
     n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1 - z) * n + z * h."""
 
-    def __init__(self, in_features: int, hidden_size: int, num_agents: int, shared: bool) -> None:
+    def __init__(
+        self,
+        in_features: int,
+        hidden_size: int,
+        num_agents: int,
+        shared: bool,
+        groups: Sequence[int] | None = None,
+    ) -> None:
         super().__init__()
         self.hidden_size = hidden_size
-        self.input = AgentLinear(in_features, 3 * hidden_size, num_agents, shared)
-        self.hidden = AgentLinear(hidden_size, 3 * hidden_size, num_agents, shared)
+        self.input = AgentLinear(in_features, 3 * hidden_size, num_agents, shared, groups)
+        self.hidden = AgentLinear(hidden_size, 3 * hidden_size, num_agents, shared, groups)
 
     def reset_parameters(self, generator: torch.Generator) -> None:
         self.input.reset_parameters(1.0, generator)
@@ -85,27 +116,39 @@ class AgentMLP(nn.Module):
         shared: bool,
         activation: str,
         rnn_hidden_size: int | None,
+        seats: TeamSeats | None = None,
     ) -> None:
         super().__init__()
         self.num_agents = num_agents
-        self.shared = shared
+        # Shared with seats: one set of weights per team (``(T, ...)``), ids within the team.
+        self.seats = seats if shared else None
+        self.shared = shared and self.seats is None
         self.act = nn.Tanh() if activation == "tanh" else nn.ReLU()
-        first_in = in_features + (num_agents if shared else 0)
-        sizes = [first_in, *hidden_sizes]
+        groups = None if self.seats is None else self.seats.team
+        ids, places = (num_agents if self.shared else 0), None
+        if self.seats is not None:
+            ids = self.seats.width
+            places = torch.eye(ids)[torch.tensor(self.seats.place)]
+        self.place_ids: torch.Tensor | None
+        self.register_buffer("place_ids", places, persistent=False)
+        sizes = [in_features + ids, *hidden_sizes]
+
+        def linear(a: int, b: int) -> AgentLinear:
+            return AgentLinear(a, b, num_agents, shared, groups)
+
         self.layers = nn.ModuleList(
-            AgentLinear(a, b, num_agents, shared)
-            for a, b in zip(sizes[:-1], sizes[1:], strict=True)
+            linear(a, b) for a, b in zip(sizes[:-1], sizes[1:], strict=True)
         )
         self.gru: AgentGRUCell | None = None
         last = hidden_sizes[-1]
         if rnn_hidden_size is not None:
-            self.gru = AgentGRUCell(hidden_sizes[0], rnn_hidden_size, num_agents, shared)
+            self.gru = AgentGRUCell(hidden_sizes[0], rnn_hidden_size, num_agents, shared, groups)
             # The GRU replaces nothing: it sits between the first and the second hidden layer.
             if len(hidden_sizes) == 1:
                 last = rnn_hidden_size
             else:
-                self.layers[1] = AgentLinear(rnn_hidden_size, hidden_sizes[1], num_agents, shared)
-        self.head = AgentLinear(last, out_features, num_agents, shared)
+                self.layers[1] = linear(rnn_hidden_size, hidden_sizes[1])
+        self.head = linear(last, out_features)
 
     def reset_parameters(self, generator: torch.Generator, head_gain: float) -> None:
         """Orthogonal init (gain sqrt 2 for hidden layers, ``head_gain`` for the output)."""
@@ -116,8 +159,12 @@ class AgentMLP(nn.Module):
         self.head.reset_parameters(head_gain, generator)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
-        """The first hidden layer; with shared parameters its input is ``[x, one-hot id]``."""
+        """The first hidden layer; with shared parameters its input is ``[x, one-hot id]`` (the
+        agent's id, or its place in its team when each team has its own weights)."""
         first = self.layers[0]
+        if self.place_ids is not None:
+            places = self.place_ids.expand(*x.shape[:-1], self.place_ids.shape[-1])
+            return self.act(first(torch.cat([x, places], -1)))
         if not self.shared:
             return self.act(first(x))
         # W [x, e_i] + b = W_x x + b + W_id[:, i]: the id's columns are a per-agent bias, added

@@ -27,6 +27,7 @@ from learners.algorithms.ppo_learner import (
     HEAD_GAIN,
     PPOLearner,
     TrainingRows,
+    broadcasts_state,
     initial_log_std,
     network_args,
 )
@@ -44,7 +45,8 @@ Memory = torch.Tensor | None
 
 
 class Actor(AgentMLP):
-    """The policy network; continuous actions add ``log_std`` ((A,) shared or (N, A))."""
+    """The policy network; continuous actions add ``log_std`` ((A,) shared, (T, A) per team or
+    (N, A) per agent)."""
 
     def __init__(self, config: PPOConfig, info: EnvInfo) -> None:
         super().__init__(**network_args(config, info, "actor"))
@@ -52,6 +54,12 @@ class Actor(AgentMLP):
         self.log_std: torch.nn.Parameter | None = None
         if log_std is not None:
             self.log_std = torch.nn.Parameter(torch.from_numpy(log_std))
+
+    def agent_log_std(self) -> torch.Tensor:
+        """The log std as the agents use it: (A,) shared, else (N, A)."""
+        assert self.log_std is not None
+        team = self.head.index  # each agent's team, when each team has its own weights
+        return self.log_std if team is None else self.log_std[team]
 
 
 class TorchPPO(TorchState, PPOLearner[torch.Tensor]):
@@ -94,7 +102,7 @@ class TorchPPO(TorchState, PPOLearner[torch.Tensor]):
         if not self.config.centralised_critic:
             return obs
         state = state.unsqueeze(-2)
-        if self.config.share_parameters:
+        if broadcasts_state(self.config, self.info):
             return state
         return state.expand(*state.shape[:-2], self.info.num_agents, state.shape[-1])
 
@@ -112,7 +120,9 @@ class TorchPPO(TorchState, PPOLearner[torch.Tensor]):
         else:
             out, memory_next = self.actor(obs.unsqueeze(0), memory)
             out = out[0]
-        log_std = None if self.actor.log_std is None else self.actor.log_std.detach().cpu().numpy()
+        log_std = None
+        if self.actor.log_std is not None:
+            log_std = self.actor.agent_log_std().detach().cpu().numpy()
         actions, log_prob = sample_actions(
             out.cpu().numpy(), observation.avail_actions, log_std, self.exploration, explore
         )
@@ -123,14 +133,13 @@ class TorchPPO(TorchState, PPOLearner[torch.Tensor]):
     ) -> torch.Tensor:
         if self.discrete:
             return dist.categorical_log_prob(self.ops, out, actions, avail)
-        assert self.actor.log_std is not None
-        return dist.normal_log_prob(self.ops, actions, out, self.actor.log_std.expand_as(out))
+        log_std = self.actor.agent_log_std().expand_as(out)
+        return dist.normal_log_prob(self.ops, actions, out, log_std)
 
     def _entropy(self, out: torch.Tensor, avail: torch.Tensor) -> torch.Tensor:
         if self.discrete:
             return dist.categorical_entropy(self.ops, out, avail)
-        assert self.actor.log_std is not None
-        return dist.normal_entropy(self.ops, self.actor.log_std.expand_as(out))
+        return dist.normal_entropy(self.ops, self.actor.agent_log_std().expand_as(out))
 
     @torch.inference_mode()
     def _value_pass(self, buffer: RolloutBuffer) -> None:

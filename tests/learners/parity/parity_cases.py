@@ -162,19 +162,26 @@ def _ppo_variants(config_class: type[PPOConfig]) -> list[Variant]:
     variants.append(
         _ppo_variant(config_class, "continuous-mlp-minibatches", "continuous", False, False, 2, 3)
     )
+    # Two teams, one agent between the other's two: shared weights per team, ids within the team.
+    teams = ("agent", "adversary", "agent")
+    for kind, recurrent in (("discrete", False), ("continuous", True), ("continuous", False)):
+        name = f"{kind}-{'gru' if recurrent else 'mlp'}-teams"
+        variants.append(_ppo_variant(config_class, name, kind, recurrent, True, 1, 1, teams=teams))
     return variants
 
 
 def _ppo_variant(
     config_class: type[PPOConfig], name: str, kind: str, recurrent: bool, shared: bool,
-    epochs: int, minibatches: int,
+    epochs: int, minibatches: int, teams: tuple[str, ...] | None = None,
 ) -> Variant:  # fmt: skip
     config = config_class(
         hidden_sizes=(16, 16), rnn_hidden_size=8, chunk_length=5, recurrent=recurrent,
         share_parameters=shared, rollout_length=ROLLOUT, epochs=epochs, minibatches=minibatches,
         huber_delta=1.0, max_grad_norm=0.5,
     )  # fmt: skip
-    return Variant(name, config, env_info(2, kind, 4 if kind == "discrete" else 2))
+    num_agents = 2 if teams is None else len(teams)
+    info = env_info(num_agents, kind, 4 if kind == "discrete" else 2, teams=teams)
+    return Variant(name, config, info)
 
 
 VARIANTS: dict[Algorithm, Callable[[], list[Variant]]] = {

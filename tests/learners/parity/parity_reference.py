@@ -382,13 +382,17 @@ def _gru_cell(tensors: Tensors, prefix: str, x_gates: Array, h: Array) -> Array:
 
 
 def _encode(tensors: Tensors, prefix: str, x: Array, activation: str) -> Array:
-    """``AgentMLP``'s first layer (ids appended for shared weights)."""
+    """``AgentMLP``'s first layer (ids appended for shared weights: the agent's id, or with a
+    network per team the one-hot of its place in its team, ``per_agent_teams``)."""
     y = _f64(x)
     if _f64(tensors[f"{prefix}.layers.0.weight"]).ndim == 2:
         num_agents = y.shape[-2]
         y = np.concatenate(
             [y, np.broadcast_to(np.eye(num_agents), (*y.shape[:-1], num_agents))], -1
         )
+    if f"{prefix}.places" in tensors:
+        places = _f64(tensors[f"{prefix}.places"])
+        y = np.concatenate([y, np.broadcast_to(places, (*y.shape[:-1], places.shape[-1]))], -1)
     return _activation(activation)(_agent_linear(tensors, f"{prefix}.layers.0", y))
 
 
@@ -400,6 +404,25 @@ def _decode(tensors: Tensors, prefix: str, y: Array, activation: str) -> Array:
 
 def _activation(name: str) -> Any:
     return np.tanh if name == "tanh" else (lambda v: np.maximum(v, 0.0))
+
+
+def per_agent_teams(config: PPOConfig, info: EnvInfo, tensors: Tensors) -> Tensors:
+    """PPO's networks with a shared set of weights per team, ``(T, ...)`` tensors, written as
+    per-agent ones, ``(N, ...)``: each agent gets its team's weights, and its first layer reads
+    the one-hot of its place in the team (``<net>.places``, (N, width)), as the team's network
+    tells its members apart. Other layouts are returned as they are."""
+    names = list(dict.fromkeys(info.teams))
+    if not config.share_parameters or len(names) == 1:
+        return tensors
+    team = np.array([names.index(t) for t in info.teams])
+    place = [info.teams[:i].count(t) for i, t in enumerate(info.teams)]
+    out = {
+        k: (np.asarray(v)[team] if k.split(".")[0] in ("actor", "critic") else v)
+        for k, v in tensors.items()
+    }
+    for net in ("actor", "critic"):
+        out[f"{net}.places"] = np.eye(max(place) + 1)[place]
+    return out
 
 
 def _critic_input(config: PPOConfig, obs: Array, state: Array) -> Array:
@@ -470,6 +493,7 @@ def ppo_stats(
     ``before`` it and an untouched copy of the rollout. ``defect`` computes them the way one of
     the reference's defects did instead (``DEFECTS``), to show the tests tell the two apart."""
     assert config.epochs == 1 and config.minibatches == 1
+    before = per_agent_teams(config, info, before)
     buffer = copy.deepcopy(buffer)
     passed = ppo_value_pass(config, before, buffer)
     buffer.set_values(passed["values"], passed["final"], passed["last"])

@@ -110,3 +110,30 @@ def test_mappos_critic_values_the_global_state_and_the_agents_own_id(backend: Ba
     assert not np.allclose(state_changed.values, values)
     assert not np.allclose(values[..., 0], values[..., AGENT])
     assert not np.allclose(values[..., 0], values[..., 1])
+
+
+PPO_PAIRS = [(a, b) for a, b in built_pairs() if a in (Algorithm.MAPPO, Algorithm.IPPO)]
+
+
+@pytest.mark.parametrize(("algorithm", "backend"), PPO_PAIRS, ids=lambda p: str(p))
+def test_parameters_are_shared_within_a_team_never_across(
+    algorithm: Algorithm, backend: Backend
+) -> None:
+    """Each team has its own actor and critic ((T, ...) tensors, adversaries first): an update on
+    a rollout in which the lone agent never lived moves the adversaries' weights and leaves the
+    agent's exactly where they were (one shared network would have moved for both)."""
+    cls = MAPPOConfig if algorithm == Algorithm.MAPPO else IPPOConfig
+    config = _config(cls)
+    learner = entry(algorithm).learner_class(backend)(config, _tag_info(), "cpu", 0)
+    before = learner.state()
+    assert before["actor.layers.0.weight"].shape[0] == 2  # one per team
+    # The first layer reads the observation and a one-hot of the place in the team (3 wide).
+    assert before["actor.layers.0.weight"].shape[-1] == _tag_info().obs_dim + 3
+    buffer = _rollout(config)
+    buffer.agent_mask[..., AGENT] = 0.0
+    learner.update(buffer)
+    after = learner.state()
+    for net in ("actor", "critic"):
+        for name in (f"{net}.layers.0.weight", f"{net}.layers.1.bias", f"{net}.head.weight"):
+            np.testing.assert_array_equal(after[name][1], before[name][1], err_msg=name)
+            assert not np.allclose(after[name][0], before[name][0]), name
