@@ -1,13 +1,18 @@
 """Bare env stepping: the vector MPE engine against mpe2, side by side in one run, one thread.
 
     python benchmarks/vector_mpe.py --env simple_spread_v3 --vector-envs 8 256 4096 \
-        --mpe2-envs 8 64 --rounds 5 --seconds 1
+        --mpe2-envs 8 64 --rounds 5 --seconds 1 [--jaxmarl-python /tmp/jaxvenv/bin/python]
 
 Both engines step uniformly random actions (drawn before timing; mpe2's action dicts are built
 before timing too, which flatters mpe2) and restart ended episodes as they go: the vector engine
 with ``reset(mask)``, mpe2 with ``reset()`` per copy. mpe2 steps its copies one after another in a
 Python loop, as ``learners.envs.mpe.MPEVecEnv`` does. Threads are pinned to one before NumPy loads.
 Env steps are counted over all copies; the table is markdown.
+
+``--jaxmarl-python /tmp/jaxvenv/bin/python`` adds JaxMARL's JAX re-implementation of MPE (discrete
+actions) to the same rounds: ``benchmarks/jaxmarl_mpe.py`` runs in that interpreter (a scratch
+virtualenv with jax and jaxmarl: JAX needs NumPy 2, the project pins NumPy < 2), compiled before
+timing, pinned to one CPU and one XLA thread, and timed when its turn in each round comes.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import statistics  # noqa: E402
+import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -82,6 +88,35 @@ class Mpe2Runner:
         self.steps += 1
 
 
+class JaxMARLRunner:
+    """JaxMARL in its own interpreter (``jaxmarl_mpe.py``), timed on request."""
+
+    def __init__(self, python: str, env_id: str, sizes: list[int]) -> None:
+        script = Path(__file__).with_name("jaxmarl_mpe.py")
+        command = [python, str(script), "--env", f"MPE_{env_id}", "--envs", *map(str, sizes)]
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert self.process.stdout is not None
+        for line in self.process.stdout:  # skip the import chatter until it has compiled
+            if line.startswith("ready"):
+                print(f"JaxMARL: {line.strip()}", file=sys.stderr)
+                break
+        else:
+            raise RuntimeError(f"{' '.join(command)} exited before it was ready")
+
+    def rate(self, num_envs: int, seconds: float) -> float:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(f"{num_envs} {seconds}\n")
+        self.process.stdin.flush()
+        return float(self.process.stdout.readline())
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
 def rate(runner: VectorRunner | Mpe2Runner, num_envs: int, seconds: float) -> float:
     """Env steps per second over all copies, stepping for about ``seconds``."""
     steps, start = 0, time.perf_counter()
@@ -99,32 +134,54 @@ def main() -> None:
     parser.add_argument("--mpe2-envs", type=int, nargs="+", default=[8, 64])
     parser.add_argument("--seconds", type=float, default=1.0, help="per configuration and round")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--jaxmarl-python", help="an interpreter with jax and jaxmarl installed")
     args = parser.parse_args()
+    if args.jaxmarl_python and args.continuous:
+        parser.error("the JaxMARL comparison steps discrete actions")
     kwargs = {"continuous_actions": args.continuous}
     runners: dict[tuple[str, int], VectorRunner | Mpe2Runner] = {
         **{("mpe2", n): Mpe2Runner(args.env, kwargs, n) for n in args.mpe2_envs},
         **{("vector", n): VectorRunner(args.env, kwargs, n) for n in args.vector_envs},
     }
+    jaxmarl = None
+    if args.jaxmarl_python:
+        jaxmarl = JaxMARLRunner(args.jaxmarl_python, args.env, args.vector_envs)
     # Rounds interleave the configurations, so a machine that gets busier slows them all alike.
     rates: dict[tuple[str, int], list[float]] = {key: [] for key in runners}
+    rates.update({("jaxmarl", n): [] for n in (args.vector_envs if jaxmarl else [])})
     for _ in range(args.rounds):
         for (engine, n), runner in runners.items():
             rates[engine, n].append(rate(runner, n, args.seconds))
+            if jaxmarl is not None and engine == "vector":
+                rates["jaxmarl", n].append(jaxmarl.rate(n, args.seconds))
+    if jaxmarl is not None:
+        jaxmarl.close()
     medians = {key: statistics.median(values) for key, values in rates.items()}
     mpe2 = {n: medians["mpe2", n] for n in args.mpe2_envs}
     vector = {n: medians["vector", n] for n in args.vector_envs}
+    jax_rates = {n: medians["jaxmarl", n] for n in args.vector_envs if ("jaxmarl", n) in medians}
     best_mpe2 = max(mpe2.values())
     kind = "continuous" if args.continuous else "discrete"
     print(f"{args.env}, {kind} actions, one thread, median env-steps/s over all copies of ", end="")
     print(f"{args.rounds} interleaved rounds of {args.seconds:g} s\n")
-    print("| envs | mpe2 | vector engine | vector / mpe2 |")
-    print("|---:|---:|---:|---:|")
+    head = "| envs | mpe2 | vector engine | vector / mpe2 |"
+    rule = "|---:|---:|---:|---:|"
+    if jax_rates:
+        head, rule = head + " JaxMARL | vector / JaxMARL |", rule + "---:|---:|"
+    print(head)
+    print(rule)
     for n in sorted(set(mpe2) | set(vector)):
         ours = f"{vector[n]:,.0f}" if n in vector else "-"
         theirs = f"{mpe2[n]:,.0f}" if n in mpe2 else "-"
         reference = mpe2.get(n, best_mpe2)
         ratio = f"{vector[n] / reference:,.0f}x" if n in vector else "-"
-        print(f"| {n:,} | {theirs} | {ours} | {ratio} |")
+        row = f"| {n:,} | {theirs} | {ours} | {ratio} |"
+        if jax_rates:
+            jax_rate = jax_rates.get(n)
+            jax_cell = f"{jax_rate:,.0f}" if jax_rate else "-"
+            jax_ratio = f"{vector[n] / jax_rate:.2f}x" if jax_rate else "-"
+            row += f" {jax_cell} | {jax_ratio} |"
+        print(row)
     print(f"\n(ratios at sizes mpe2 did not run are against its best figure, {best_mpe2:,.0f}/s)")
 
 

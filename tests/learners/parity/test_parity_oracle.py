@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from parity_assert import ONE_UPDATE, STAT_FLOOR, assert_close
-from parity_cases import Variant, build, data, update, variants
+from parity_cases import MINDSPORE_VARIANTS, VARIANTS, Variant, build, data, update, variants
 from parity_reference import oracle_stats
 
 from learners.algorithms.ppo import PPOConfig
@@ -52,3 +52,16 @@ def test_one_update_matches_the_oracle(
     assert expected, "the oracle computed nothing"
     for name, value in expected.items():
         assert_close(stats[name], value, ONE_UPDATE, f"{name} vs the oracle", floor=STAT_FLOOR)
+
+
+def test_mindspores_variants_take_every_choice() -> None:
+    """``MINDSPORE_VARIANTS`` names variants that exist, and together they take every choice the
+    full set takes (each word of a variant's name: action kind, memory, layout, minibatching,
+    critic, weighting, clipping)."""
+    for algorithm, names in MINDSPORE_VARIANTS.items():
+        every = {v.name for v in VARIANTS[algorithm]()}
+        assert names <= every, f"{algorithm}: unknown {sorted(names - every)}"
+        words = {w for name in every for w in name.split("-")}
+        covered = {w for name in names for w in name.split("-")}
+        missing = sorted(words - covered)
+        assert not missing, f"{algorithm}: no MindSpore variant takes {missing}"
