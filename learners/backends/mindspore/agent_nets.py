@@ -41,9 +41,10 @@ def agent_ids(x: Tensor, num_agents: int) -> Tensor:
 
 
 class AgentLinear(nn.Cell):
-    """``y = x W^T + b`` for every agent; ``W`` is ``(out, in)`` shared or ``(N, out, in)``.
+    """``y = x W^T + b`` for every agent; ``W`` is ``(out, in)`` shared, ``(N, out, in)`` per agent,
+    or ``(T, out, in)`` one per team when ``groups`` gives each agent's team index.
 
-    Orthogonal weights (one per agent) scaled by ``gain``, zero biases."""
+    Orthogonal weights (one per weight matrix) scaled by ``gain``, zero biases."""
 
     def __init__(
         self,
