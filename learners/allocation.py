@@ -94,17 +94,27 @@ def mlp_params(in_dim: int, hidden: tuple[int, ...], out_dim: int) -> int:
 
 
 def agent_mlp_params(
-    in_dim: int, hidden: tuple[int, ...], out_dim: int, n: int, shared: bool, rnn: int | None
+    in_dim: int,
+    hidden: tuple[int, ...],
+    out_dim: int,
+    n: int,
+    shared: bool,
+    rnn: int | None,
+    teams: tuple[int, ...] = (),
 ) -> int:
-    """An ``AgentMLP``: shared (one-hot ids appended to the input) or one per agent, with a GRU
-    after the first hidden layer when ``rnn`` is its size."""
+    """An ``AgentMLP``: shared (one-hot ids appended to the input), shared within each of several
+    teams (``teams``: their sizes; one set per team, ids as wide as the largest team) or one per
+    agent, with a GRU after the first hidden layer when ``rnn`` is its size."""
+    ids, count = (0, n) if not shared else (n, 1)
+    if shared and len(teams) > 1:
+        ids, count = max(teams), len(teams)
     if rnn is None:
-        one = mlp_params(in_dim + (n if shared else 0), hidden, out_dim)
+        one = mlp_params(in_dim + ids, hidden, out_dim)
     else:
-        first = (in_dim + (n if shared else 0)) * hidden[0] + hidden[0]
+        first = (in_dim + ids) * hidden[0] + hidden[0]
         gru = hidden[0] * 3 * rnn + rnn * 3 * rnn + 6 * rnn
         one = first + gru + mlp_params(rnn, hidden[1:], out_dim)
-    return one if shared else n * one
+    return count * one
 
 
 def _width(in_dim: int, hidden: tuple[int, ...], out_dim: int, rnn: int | None = None) -> int:
@@ -194,9 +204,13 @@ def _ppo_plan(cfg: PPOConfig, shape: EnvShape, num_envs: int, copies_broadcast: 
     h = cfg.hidden_sizes
     rnn = cfg.rnn_hidden_size if cfg.recurrent else None
     critic_in = s if cfg.centralised_critic else d
-    log_std = 0 if shape.discrete else a * (1 if cfg.share_parameters else n)
-    params = agent_mlp_params(d, h, a, n, cfg.share_parameters, rnn) + log_std
-    params += agent_mlp_params(critic_in, h, 1, n, cfg.share_parameters, rnn)
+    # Shared within each team, never across: one set per team on a scenario with several.
+    by_team = cfg.share_parameters and len(shape.team_sizes) > 1
+    sets = len(shape.team_sizes) if by_team else 1 if cfg.share_parameters else n
+    log_std = 0 if shape.discrete else a * sets
+    teams = shape.team_sizes
+    params = agent_mlp_params(d, h, a, n, cfg.share_parameters, rnn, teams) + log_std
+    params += agent_mlp_params(critic_in, h, 1, n, cfg.share_parameters, rnn, teams)
     steps = cfg.rollout_length * num_envs
     # What the update trains on, per step: obs, state, available actions, actions and five
     # per-agent floats (old log-prob, old value, return, advantage, mask).
@@ -205,8 +219,9 @@ def _ppo_plan(cfg: PPOConfig, shape: EnvShape, num_envs: int, copies_broadcast: 
     targets = 5 * F32 * steps * n  # GAE's advantages, returns and their temporaries
     # A shared centralised critic's state is read once per step when the framework broadcasts it
     # over the agents without copying it (PyTorch); otherwise each agent has its own input.
-    once = cfg.centralised_critic and cfg.share_parameters and not copies_broadcast
-    step_input = critic_in if once else n * (critic_in + (n if cfg.share_parameters else 0))
+    once = cfg.centralised_critic and cfg.share_parameters and not by_team and not copies_broadcast
+    ids = (max(shape.team_sizes) if by_team else n) if cfg.share_parameters else 0
+    step_input = critic_in if once else n * (critic_in + ids)
     minibatch = math.ceil(steps / cfg.minibatches)
     train = minibatch * (n * _width(d, h, a, rnn) + step_input + n * _width(0, h, 1, rnn))
     # The value pass: the critic over every step's observation and final one.
