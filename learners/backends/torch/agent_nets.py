@@ -11,7 +11,8 @@ each agent meets its team's (gathered to ``(N, out, in)``), and the one-hot id i
 in its team.
 
 Parameter names and layouts are the checkpoint's canonical ones (PyTorch layout, ``(out, in)``
-weights; ``(N, out, in)`` per agent, ``(T, out, in)`` per team): ``layers.<i>.weight``, ``gru.input.weight``, ``head.bias``...
+weights; ``(N, out, in)`` per agent, ``(T, out, in)`` per team): ``layers.<i>.weight``,
+``gru.input.weight``, ``head.bias``...
 The GRU cell is written out (PyTorch's ``GRUCell`` equations) so that per-agent weights work the
 same way as shared ones and other backends can mirror it exactly.
 """
