@@ -91,6 +91,8 @@ class TorchPPO(TorchState, PPOLearner[torch.Tensor]):
             for name, net in self.nets.items()
         }
         self.params = [p for net in self.nets.values() for p in net.parameters()]
+        # Decided once: _critic_input runs on every value pass and minibatch.
+        self._broadcast_state = broadcasts_state(config, info)
 
     def _tensor(self, x: NDArray[Any]) -> torch.Tensor:
         return torch.as_tensor(x, device=self.device)
@@ -102,7 +104,7 @@ class TorchPPO(TorchState, PPOLearner[torch.Tensor]):
         if not self.config.centralised_critic:
             return obs
         state = state.unsqueeze(-2)
-        if broadcasts_state(self.config, self.info):
+        if self._broadcast_state:
             return state
         return state.expand(*state.shape[:-2], self.info.num_agents, state.shape[-1])
 
