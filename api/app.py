@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -14,6 +14,7 @@ from api.deps import Services
 from api.errors import install_error_handlers
 from api.event_bus import install_event_bus
 from api.monitoring import install_monitoring
+from api.query_params import single_valued_query
 from api.routes import (
     artifacts,
     catalogue,
@@ -73,7 +74,13 @@ def create_app(
         if owned_engine is not None:
             owned_engine.dispose()
 
-    app = FastAPI(title="MARLForge", version="0.1.0", description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(
+        title="MARLForge",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        dependencies=[Depends(single_valued_query)],
+    )
     app.state.services = Services(
         settings=settings,
         session_factory=session_factory,

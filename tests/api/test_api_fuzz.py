@@ -24,8 +24,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 MAX_EXAMPLES = {"postgresql": 30, "sqlite": 30}
 """Examples per operation on each database. (15 on SQLite once found a schema-violating request to
-GET /v1/experiments/{id}/metrics accepted with a 200 — a list of odd ``names`` with a numeric
-``after_step`` — which 30 had not reached: fewer examples is not less coverage of that kind.)"""
+GET /v1/experiments/{id}/metrics accepted with a 200: ``names`` given twice, which the API now
+refuses for every single-valued query parameter, api/query_params.py.)"""
 # A spec can be schema-valid and still refused (422) by the rules no JSON Schema can state: two
 # fields against each other, and the per-run memory estimate. The schema's description lists them,
 # and tests/api/test_api_spec_schema.py checks that a spec drawn from the schema is refused for

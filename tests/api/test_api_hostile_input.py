@@ -133,3 +133,40 @@ def test_a_bogus_last_event_id_is_422_naming_it(
         )
         assert response.status_code == 422, bogus
         assert [f["field"] for f in response.json()["error"]["fields"]] == ["Last-Event-ID"]
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "field"),
+    [
+        ("/v1/experiments/{id}/metrics", "names=a&names=b&after_step=3", "names"),
+        ("/v1/experiments", "limit=2&limit=3", "limit"),
+        ("/v1/metrics", "experiment_ids={id}&experiment_ids={id}", "experiment_ids"),
+    ],
+)
+def test_a_single_valued_query_parameter_given_twice_is_a_422_naming_it(
+    client: TestClient,
+    keys: dict[str, str],
+    example_spec: dict[str, Any],
+    path: str,
+    query: str,
+    field: str,
+) -> None:
+    experiment = client.post("/v1/experiments", json=example_spec).json()
+    url = f"{path}?{query}".format(id=experiment["id"])
+
+    response = client.get(url, headers=bearer(keys["admin"]))
+    once = client.get(url.split("&")[0], headers=bearer(keys["admin"]))
+
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["fields"] == [
+        {"field": field, "reason": "given 2 times; it takes one value"}
+    ]
+    assert once.status_code == 200, once.text
+
+
+def test_a_repeated_query_key_the_route_does_not_take_is_ignored(
+    client: TestClient, keys: dict[str, str]
+) -> None:
+    response = client.get("/v1/experiments?unknown=1&unknown=2", headers=bearer(keys["admin"]))
+
+    assert response.status_code == 200, response.text
