@@ -9,6 +9,11 @@ with ``reset(mask)``, mpe2 with ``reset()`` per copy. mpe2 steps its copies one 
 Python loop, as ``learners.envs.mpe.MPEVecEnv`` does. Threads are pinned to one before NumPy loads.
 Env steps are counted over all copies; the table is markdown.
 
+``--torch-devices cpu cuda`` adds the same engine on torch tensors on each device (the world held
+there; actions handed over as tensors already on the device, drawn before timing; each figure
+waits for the device to finish its last step). On a machine without mpe2, ``--mpe2-envs`` with no
+sizes leaves mpe2 out.
+
 ``--jaxmarl-python /tmp/jaxvenv/bin/python`` adds JaxMARL's JAX re-implementation of MPE (discrete
 actions) to the same rounds: ``benchmarks/jaxmarl_mpe.py`` runs in that interpreter (a scratch
 virtualenv with jax and jaxmarl: JAX needs NumPy 2, the project pins NumPy < 2), compiled before
@@ -34,7 +39,6 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from learners.envs.mpe import parallel_env  # noqa: E402
 from learners.envs.vector import VectorMPE  # noqa: E402
 
 POOL = 64  # distinct random action batches, cycled
@@ -43,16 +47,27 @@ POOL = 64  # distinct random action batches, cycled
 class VectorRunner:
     """The vector engine at one size, stepping pre-drawn random actions."""
 
-    def __init__(self, env_id: str, kwargs: dict[str, Any], num_envs: int) -> None:
-        self.engine = engine = VectorMPE(env_id, kwargs, num_envs, seed=0)
+    def __init__(
+        self, env_id: str, kwargs: dict[str, Any], num_envs: int, device: str | None = None
+    ) -> None:
+        self.engine = engine = VectorMPE(env_id, kwargs, num_envs, seed=0, device=device)
         rng = np.random.default_rng(0)
         shape = (num_envs, engine.num_agents)
         if engine.continuous:
-            self.pool = [rng.random((*shape, 5), dtype=np.float32) for _ in range(POOL)]
+            pool = [rng.random((*shape, 5), dtype=np.float32) for _ in range(POOL)]
         else:
-            self.pool = [rng.integers(0, 5, shape) for _ in range(POOL)]
+            pool = [rng.integers(0, 5, shape) for _ in range(POOL)]
+        self.pool = [engine.xp.asarray(actions) for actions in pool]
+        self.device = device
         engine.reset()
         self.steps = 0
+
+    def finish(self) -> None:
+        """Wait for the device's queued work (nothing to wait for on the host)."""
+        if self.device is not None and self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.synchronize()
 
     def step(self) -> None:
         _, _, terminated, truncated = self.engine.step(self.pool[self.steps % POOL])
@@ -66,6 +81,8 @@ class Mpe2Runner:
     """``num_envs`` mpe2 parallel envs stepped one after another, as ``MPEVecEnv`` steps them."""
 
     def __init__(self, env_id: str, kwargs: dict[str, Any], num_envs: int) -> None:
+        from learners.envs.mpe import parallel_env
+
         self.envs = [parallel_env(env_id, kwargs) for _ in range(num_envs)]
         agents = self.envs[0].possible_agents
         spaces = [self.envs[0].action_space(a) for a in agents]
@@ -86,6 +103,9 @@ class Mpe2Runner:
             if not env.agents:
                 env.reset()
         self.steps += 1
+
+    def finish(self) -> None:
+        """Nothing runs after ``step`` returns."""
 
 
 class JaxMARLRunner:
@@ -119,11 +139,13 @@ class JaxMARLRunner:
 
 def rate(runner: VectorRunner | Mpe2Runner, num_envs: int, seconds: float) -> float:
     """Env steps per second over all copies, stepping for about ``seconds``."""
+    runner.finish()
     steps, start = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < seconds or steps < 10:
+    while time.perf_counter() - start < seconds or steps < 10:
         runner.step()
         steps += 1
-    return steps * num_envs / elapsed
+    runner.finish()
+    return steps * num_envs / (time.perf_counter() - start)
 
 
 def main() -> None:
@@ -131,7 +153,10 @@ def main() -> None:
     parser.add_argument("--env", default="simple_spread_v3")
     parser.add_argument("--continuous", action="store_true", help="continuous actions")
     parser.add_argument("--vector-envs", type=int, nargs="+", default=[8, 256, 4096])
-    parser.add_argument("--mpe2-envs", type=int, nargs="+", default=[8, 64])
+    parser.add_argument("--mpe2-envs", type=int, nargs="*", default=[8, 64])
+    parser.add_argument(
+        "--torch-devices", nargs="*", default=[], help="also step on torch tensors there"
+    )
     parser.add_argument("--seconds", type=float, default=1.0, help="per configuration and round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--jaxmarl-python", help="an interpreter with jax and jaxmarl installed")
@@ -143,6 +168,9 @@ def main() -> None:
         **{("mpe2", n): Mpe2Runner(args.env, kwargs, n) for n in args.mpe2_envs},
         **{("vector", n): VectorRunner(args.env, kwargs, n) for n in args.vector_envs},
     }
+    for device in args.torch_devices:
+        for n in args.vector_envs:
+            runners[f"torch:{device}", n] = VectorRunner(args.env, kwargs, n, device)
     jaxmarl = None
     if args.jaxmarl_python:
         jaxmarl = JaxMARLRunner(args.jaxmarl_python, args.env, args.vector_envs)
@@ -157,32 +185,41 @@ def main() -> None:
     if jaxmarl is not None:
         jaxmarl.close()
     medians = {key: statistics.median(values) for key, values in rates.items()}
+    print_table(args, medians)
+
+
+def print_table(args: argparse.Namespace, medians: dict[tuple[str, int], float]) -> None:
+    """One markdown row per size: mpe2, the vector engine (and its ratio to mpe2: to mpe2's best
+    figure at sizes mpe2 did not run), each torch device, JaxMARL."""
     mpe2 = {n: medians["mpe2", n] for n in args.mpe2_envs}
     vector = {n: medians["vector", n] for n in args.vector_envs}
     jax_rates = {n: medians["jaxmarl", n] for n in args.vector_envs if ("jaxmarl", n) in medians}
-    best_mpe2 = max(mpe2.values())
+    best_mpe2 = max(mpe2.values(), default=None)
     kind = "continuous" if args.continuous else "discrete"
     print(f"{args.env}, {kind} actions, one thread, median env-steps/s over all copies of ", end="")
     print(f"{args.rounds} interleaved rounds of {args.seconds:g} s\n")
-    head = "| envs | mpe2 | vector engine | vector / mpe2 |"
-    rule = "|---:|---:|---:|---:|"
+    head = ["envs", "mpe2", "vector engine", "vector / mpe2"]
+    head += [f"torch {d}" for d in args.torch_devices]
+    head += [f"torch {d} / vector" for d in args.torch_devices]
     if jax_rates:
-        head, rule = head + " JaxMARL | vector / JaxMARL |", rule + "---:|---:|"
-    print(head)
-    print(rule)
+        head += ["JaxMARL", "vector / JaxMARL"]
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---:|" * len(head))
     for n in sorted(set(mpe2) | set(vector)):
-        ours = f"{vector[n]:,.0f}" if n in vector else "-"
-        theirs = f"{mpe2[n]:,.0f}" if n in mpe2 else "-"
         reference = mpe2.get(n, best_mpe2)
-        ratio = f"{vector[n] / reference:,.0f}x" if n in vector else "-"
-        row = f"| {n:,} | {theirs} | {ours} | {ratio} |"
+        cells = [f"{n:,}", f"{mpe2[n]:,.0f}" if n in mpe2 else "-"]
+        cells.append(f"{vector[n]:,.0f}" if n in vector else "-")
+        cells.append(f"{vector[n] / reference:,.0f}x" if n in vector and reference else "-")
+        on_torch = [medians.get((f"torch:{d}", n)) for d in args.torch_devices]
+        cells += [f"{r:,.0f}" if r else "-" for r in on_torch]
+        cells += [f"{r / vector[n]:,.2f}x" if r and n in vector else "-" for r in on_torch]
         if jax_rates:
             jax_rate = jax_rates.get(n)
-            jax_cell = f"{jax_rate:,.0f}" if jax_rate else "-"
-            jax_ratio = f"{vector[n] / jax_rate:.2f}x" if jax_rate else "-"
-            row += f" {jax_cell} | {jax_ratio} |"
-        print(row)
-    print(f"\n(ratios at sizes mpe2 did not run are against its best figure, {best_mpe2:,.0f}/s)")
+            cells.append(f"{jax_rate:,.0f}" if jax_rate else "-")
+            cells.append(f"{vector[n] / jax_rate:.2f}x" if jax_rate and n in vector else "-")
+        print("| " + " | ".join(cells) + " |")
+    if best_mpe2:
+        print(f"\n(ratios at sizes mpe2 did not run: against its best, {best_mpe2:,.0f}/s)")
 
 
 if __name__ == "__main__":

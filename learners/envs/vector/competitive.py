@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from learners.envs.vector.arrays import Array, ops_of
 from learners.envs.vector.scenarios import (
     Scenario,
     make_bodies,
@@ -14,7 +15,7 @@ from learners.envs.vector.scenarios import (
     put,
     relative,
 )
-from learners.envs.vector.world import F64, BoolArray, Frame, distances
+from learners.envs.vector.world import Frame, distances
 
 
 def _names(num_adversaries: int, num_good: int) -> tuple[str, ...]:
@@ -23,20 +24,19 @@ def _names(num_adversaries: int, num_good: int) -> tuple[str, ...]:
     )
 
 
-def _goal_pos(frame: Frame) -> F64:
+def _goal_pos(frame: Frame) -> Array:
     """(1, 2, E) each copy's goal landmark."""
-    copies = np.arange(len(frame.goal))
-    goal: F64 = frame.landmark_pos[frame.goal, :, copies].T[None]
-    return goal
+    copies = frame.xp.arange(len(frame.goal))
+    return frame.landmark_pos[frame.goal, :, copies].T[None]
 
 
-def _out_of_bounds_penalty(pos: F64) -> F64:
+def _out_of_bounds_penalty(pos: Array) -> Array:
     """simple_tag's ``bound``: 0 inside 0.9, linear to 1 at 1.0, then exp(2x - 2) capped at 10.
     (The exponent is capped first so far-off agents do not overflow; the result is the same.)"""
-    x = np.abs(pos)
-    outer = np.minimum(np.exp(np.minimum(2 * x - 2, 3.0)), 10)
-    penalty: F64 = np.where(x < 0.9, 0.0, np.where(x < 1.0, (x - 0.9) * 10, outer))
-    return penalty
+    xp = ops_of(pos)
+    x = xp.abs(pos)
+    outer = xp.clip(xp.exp(xp.clip(2 * x - 2, None, 3.0)), None, 10)
+    return xp.where(x < 0.9, 0.0, xp.where(x < 1.0, (x - 0.9) * 10, outer))
 
 
 class SimpleTag(Scenario):
@@ -84,7 +84,7 @@ class SimpleTag(Scenario):
         self._good_others = adv + others_index(good)
         self._other_is_good = (self._others >= adv)[:, :, None, None]
 
-    def observe(self, frame: Frame, out: F64) -> None:
+    def observe(self, frame: Frame, out: Array) -> None:
         adv, pos, vel = self.num_adversaries, frame.agent_pos, frame.agent_vel
         out[:, 0:2] = vel
         out[:, 2:4] = pos
@@ -95,33 +95,31 @@ class SimpleTag(Scenario):
         order = nearest(others, self.agent_neighbors)
         start = put(out, start, pick(others, order), self.agent_slots)
         if order is not None:
-            other_vel = np.where(self._other_is_good, vel[self._others], 0.0)
+            other_vel = frame.xp.where(self._other_is_good, vel[self._others], 0.0)
             put(out, start, pick(other_vel, order), self.agent_slots)
             return
         good = len(self.agent_ids) - adv
         put(out, start, vel[None, adv:], good, slice(None, adv))
         put(out, start, vel[self._good_others], good - 1, slice(adv, None))
 
-    def _caught(self, frame: Frame) -> BoolArray:
+    def _caught(self, frame: Frame) -> Array:
         """(adversaries, good, E) which adversary touches which good agent."""
         adv, size = self.num_adversaries, self.bodies.agent_size
         dist = distances(frame.agent_pos[:adv], frame.agent_pos[adv:])
-        caught: BoolArray = dist < (size[:adv, None] + size[None, adv:])[:, :, None]
-        return caught
+        return dist < (size[:adv, None] + size[None, adv:])[:, :, None]
 
-    def rewards(self, frame: Frame) -> F64:
+    def rewards(self, frame: Frame) -> Array:
         adv, caught = self.num_adversaries, self._caught(frame)
-        rewards = np.empty(frame.agent_pos[:, 0].shape, np.float64)
+        rewards = frame.xp.empty(frame.agent_pos[:, 0].shape, frame.xp.float64)
         rewards[:adv] = 10.0 * caught.sum(axis=(0, 1))[None]
         penalty = _out_of_bounds_penalty(frame.agent_pos[adv:])
         rewards[adv:] = -10.0 * caught.sum(axis=0) - penalty[:, 0] - penalty[:, 1]
         return rewards
 
-    def is_terminal(self, frame: Frame) -> BoolArray:
+    def is_terminal(self, frame: Frame) -> Array:
         if not self.terminate_on_success:
             return super().is_terminal(frame)
-        done: BoolArray = self._caught(frame).any(axis=0).all(axis=0)
-        return done
+        return self._caught(frame).any(axis=0).all(axis=0)
 
 
 class SimpleAdversary(Scenario):
@@ -148,7 +146,7 @@ class SimpleAdversary(Scenario):
         self.obs_dims = (seen,) + (2 + seen,) * N
         self._others = others_index(agents)
 
-    def observe(self, frame: Frame, out: F64) -> None:
+    def observe(self, frame: Frame, out: Array) -> None:
         pos = frame.agent_pos
         landmarks = relative(frame.landmark_pos, pos)
         landmarks = pick(landmarks, nearest(landmarks, self.landmark_neighbors))
@@ -160,11 +158,11 @@ class SimpleAdversary(Scenario):
         end = put(out[1:], 2, landmarks[1:], self.landmark_slots)
         put(out[1:], end, others[1:], self.agent_slots)
 
-    def rewards(self, frame: Frame) -> F64:
+    def rewards(self, frame: Frame) -> Array:
         to_goal = distances(frame.agent_pos, _goal_pos(frame))[:, 0]
-        rewards = np.empty(to_goal.shape, np.float64)
+        rewards = frame.xp.empty(to_goal.shape, frame.xp.float64)
         rewards[0] = -to_goal[0]
-        rewards[1:] = (-to_goal[1:].min(axis=0) + to_goal[0])[None]
+        rewards[1:] = (-frame.xp.amin(to_goal[1:], axis=0) + to_goal[0])[None]
         return rewards
 
 
@@ -172,6 +170,7 @@ class SimpleAdversary(Scenario):
 # +0.5 on its goal's channel (mpe2 computes them so, and they are part of its observation).
 _LANDMARK_COLORS = np.array([[0.1, 0.1 + 0.8, 0.1], [0.1, 0.1, 0.1 + 0.8]])
 _AGENT_COLORS = np.array([[0.25, 0.25 + 0.5, 0.25], [0.25, 0.25, 0.25 + 0.5]])
+_LANDMARK_COLORS_COLUMN = _LANDMARK_COLORS.reshape(-1, 1)
 
 
 class SimplePush(Scenario):
@@ -184,21 +183,21 @@ class SimplePush(Scenario):
         self.bodies = make_bodies([0.05] * 2, [5.0] * 2, [np.inf] * 2, True, [0.05] * 2, False)
         self.obs_dims = (8, 19)
 
-    def observe(self, frame: Frame, out: F64) -> None:
-        pos, vel = frame.agent_pos, frame.agent_vel
+    def observe(self, frame: Frame, out: Array) -> None:
+        pos, vel, xp = frame.agent_pos, frame.agent_vel, frame.xp
         landmarks = relative(frame.landmark_pos, pos).reshape(2, 4, -1)
         out[:, 0:2] = vel
         out[0, 2:6] = landmarks[0]
         out[0, 6:8] = pos[1] - pos[0]
         out[1, 2:4] = _goal_pos(frame)[0] - pos[1]
-        out[1, 4:7] = _AGENT_COLORS[frame.goal].T
+        out[1, 4:7] = xp.const(_AGENT_COLORS)[frame.goal].T
         out[1, 7:11] = landmarks[1]
-        out[1, 11:17] = _LANDMARK_COLORS.reshape(-1, 1)
+        out[1, 11:17] = xp.const(_LANDMARK_COLORS_COLUMN)
         out[1, 17:19] = pos[0] - pos[1]
 
-    def rewards(self, frame: Frame) -> F64:
+    def rewards(self, frame: Frame) -> Array:
         to_goal = distances(frame.agent_pos, _goal_pos(frame))[:, 0]
-        rewards = np.empty(to_goal.shape, np.float64)
+        rewards = frame.xp.empty(to_goal.shape, frame.xp.float64)
         rewards[1] = -to_goal[1]
         rewards[0] = to_goal[1] - to_goal[0]
         return rewards

@@ -4,17 +4,20 @@ A scenario class mirrors one mpe2 scenario module (``mpe2/<scenario>/<scenario>.
 agent order and names, the same observation layout (padded to the widest agent, padding left zero),
 the same rewards and ends, written over a ``Frame`` (agents first, copies last). Code branches only
 on agent *types* (adversaries, good agents), never loops over agents or copies. The competitive
-scenarios are in ``competitive.py``.
+scenarios are in ``competitive.py``. A scenario is built with NumPy constants; ``on(xp)`` gives
+the same scenario with its constants in another array library (``arrays.py``).
 """
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 
 import numpy as np
 from numpy.typing import NDArray
 
-from learners.envs.vector.world import F64, I64, Bodies, BoolArray, Frame, distances
+from learners.envs.vector.arrays import NUMPY, Array, Ops, ops_of
+from learners.envs.vector.world import I64, Bodies, Frame, distances, on
 
 F32 = NDArray[np.float32]
 DIM_C = 2
@@ -27,36 +30,34 @@ def others_index(num: int) -> I64:
     return others
 
 
-def relative(points: F64, origin: F64) -> F64:
+def relative(points: Array, origin: Array) -> Array:
     """(A, K, 2, E): ``points`` (K, 2, E) or (A, K, 2, E) seen from each agent at ``origin``
     (A, 2, E)."""
     if points.ndim == 3:
         points = points[None]
-    rel: F64 = points - origin[:, None]
-    return rel
+    return points - origin[:, None]
 
 
-def nearest(rel: F64, n: int | None) -> I64 | None:
+def nearest(rel: Array, n: int | None) -> Array | None:
     """mpe2's partial observability (``_mpe_utils/partial_observability.py``): the indices
     (A, min(n, K), E) of the ``n`` entities nearest each agent, nearest first (a stable sort of
     the distances, as mpe2's small-array argsort is), from their positions ``rel`` (A, K, 2, E)
     relative to it; ``None`` when ``n`` is ``None`` (every entity, in order)."""
     if n is None:
         return None
-    dist = np.sqrt(np.square(rel[:, :, 0]) + np.square(rel[:, :, 1]))
-    order: I64 = np.argsort(dist, axis=1, kind="stable")[:, :n]
-    return order
+    xp = ops_of(rel)
+    dist = xp.sqrt(xp.square(rel[:, :, 0]) + xp.square(rel[:, :, 1]))
+    return xp.argsort_stable(dist, axis=1)[:, :n]
 
 
-def pick(values: F64, order: I64 | None) -> F64:
+def pick(values: Array, order: Array | None) -> Array:
     """``values`` (A, K, 2, E) in the order ``nearest`` chose (all of them for ``None``)."""
     if order is None:
         return values
-    picked: F64 = np.take_along_axis(values, order[:, :, None, :], axis=1)
-    return picked
+    return ops_of(values).take_along_axis(values, order[:, :, None, :], axis=1)
 
 
-def put(out: F64, start: int, block: F64, slots: int, agents: slice = slice(None)) -> int:
+def put(out: Array, start: int, block: Array, slots: int, agents: slice = slice(None)) -> int:
     """Write ``block`` (A', K, 2, E) flat into ``out[agents]`` (A', obs_dim, E) at ``start``;
     returns where the next block starts, ``slots`` entities on (unfilled slots stay zero: mpe2's
     padding)."""
@@ -95,17 +96,28 @@ class Scenario(ABC):
     """Whether reset draws a goal landmark (before the positions, as mpe2 does)."""
     local_ratio: float | None = None
 
+    def on(self, xp: Ops) -> Scenario:
+        """This scenario with its arrays (bodies and per-scenario constants) in ``xp``'s library."""
+        if xp is NUMPY:
+            return self
+        moved = copy.copy(self)
+        for name, value in vars(self).items():
+            if isinstance(value, np.ndarray):
+                setattr(moved, name, xp.asarray(value))
+        moved.bodies = on(self.bodies, xp)
+        return moved
+
     @abstractmethod
-    def observe(self, frame: Frame, out: F64) -> None:
+    def observe(self, frame: Frame, out: Array) -> None:
         """Write every agent's observation into ``out`` (A, obs_dim, E); padding stays zero."""
 
     @abstractmethod
-    def rewards(self, frame: Frame) -> F64:
+    def rewards(self, frame: Frame) -> Array:
         """(A, E) each agent's reward for the step that led to ``frame``."""
 
-    def is_terminal(self, frame: Frame) -> BoolArray:
+    def is_terminal(self, frame: Frame) -> Array:
         """(E,) whether the scenario itself ends the episode (``terminate_on_success``)."""
-        return np.zeros(frame.steps.shape, np.bool_)
+        return frame.xp.zeros(frame.steps.shape, frame.xp.bool_)
 
 
 class SimpleSpread(Scenario):
@@ -136,7 +148,7 @@ class SimpleSpread(Scenario):
         self._others = others_index(N)
         self._not_self = ~np.eye(N, dtype=np.bool_)
 
-    def observe(self, frame: Frame, out: F64) -> None:
+    def observe(self, frame: Frame, out: Array) -> None:
         pos = frame.agent_pos
         out[:, 0:2] = frame.agent_vel
         out[:, 2:4] = pos
@@ -147,23 +159,22 @@ class SimpleSpread(Scenario):
         put(out, start, pick(others, nearest(others, self.agent_neighbors)), self.agent_slots)
         # The rest is the other agents' communication: silent agents send zeros.
 
-    def rewards(self, frame: Frame) -> F64:
+    def rewards(self, frame: Frame) -> Array:
+        xp = frame.xp
         to_landmarks = distances(frame.agent_pos, frame.landmark_pos)
-        global_reward = -to_landmarks.min(axis=0).sum(axis=0)
-        local = np.zeros(frame.agent_pos[:, 0].shape, np.float64)
+        global_reward = -xp.amin(to_landmarks, axis=0).sum(axis=0)
+        local = xp.zeros(frame.agent_pos[:, 0].shape, xp.float64)
         if self.collision_penalty:
             size = self.bodies.agent_size
             touching = size[:, None] + size[None, :]
             collide = distances(frame.agent_pos, frame.agent_pos) < touching[:, :, None]
-            local = -(collide & self._not_self[:, :, None]).sum(axis=1).astype(np.float64)
+            local = -xp.astype((collide & self._not_self[:, :, None]).sum(axis=1), xp.float64)
         assert self.local_ratio is not None
         shared = global_reward[None] * (1 - self.local_ratio)
-        rewards: F64 = shared + local * self.local_ratio
-        return rewards
+        return shared + local * self.local_ratio
 
-    def is_terminal(self, frame: Frame) -> BoolArray:
+    def is_terminal(self, frame: Frame) -> Array:
         if not self.terminate_on_success:
             return super().is_terminal(frame)
         to_landmarks = distances(frame.agent_pos, frame.landmark_pos)
-        done: BoolArray = (to_landmarks.min(axis=0) < self.CAPTURE_RADIUS).all(axis=0)
-        return done
+        return (frame.xp.amin(to_landmarks, axis=0) < self.CAPTURE_RADIUS).all(axis=0)

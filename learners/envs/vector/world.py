@@ -9,16 +9,19 @@ agree to rounding, not just in distribution.
 
 The step computes in a ``Frame``, whose env axis is the last one: every array operation then runs
 over all copies in one inner loop, where an env axis in front would leave NumPy a loop of two or
-three elements per copy (about ten times slower at 4,096 copies).
+three elements per copy (about ten times slower at 4,096 copies). A frame's arrays are NumPy arrays
+or torch tensors on one device (``arrays.py``); the step calls the operations of their library.
+The world stays in float64, as mpe2 computes it, on either.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+from learners.envs.vector.arrays import NUMPY, Array, Ops, ops_of
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -61,46 +64,62 @@ class WorldState:
 
 @dataclass
 class Frame:
-    """The world state as the step computes it: coordinates before the env axis, which is last."""
+    """The world state as the step computes it: coordinates before the env axis, which is last.
+    Its arrays belong to one library and device, whose operations are ``xp``."""
 
-    agent_pos: F64
-    """(A, 2, E)"""
-    agent_vel: F64
-    """(A, 2, E)"""
-    landmark_pos: F64
-    """(L, 2, E)"""
-    goal: I64
-    """(E,)"""
-    steps: I64
-    """(E,)"""
+    agent_pos: Array
+    """(A, 2, E) float64"""
+    agent_vel: Array
+    """(A, 2, E) float64"""
+    landmark_pos: Array
+    """(L, 2, E) float64"""
+    goal: Array
+    """(E,) int64"""
+    steps: Array
+    """(E,) int64"""
+    xp: Ops = NUMPY
 
     @classmethod
-    def of(cls, state: WorldState) -> Frame:
-        """A frame holding a copy of ``state``."""
+    def zeros(cls, agents: int, landmarks: int, copies: int, xp: Ops = NUMPY) -> Frame:
+        """A frame of ``copies`` worlds with every body at the origin, at rest."""
+        return cls(
+            agent_pos=xp.zeros((agents, 2, copies), xp.float64),
+            agent_vel=xp.zeros((agents, 2, copies), xp.float64),
+            landmark_pos=xp.zeros((landmarks, 2, copies), xp.float64),
+            goal=xp.zeros((copies,), xp.int64),
+            steps=xp.zeros((copies,), xp.int64),
+            xp=xp,
+        )
 
-        def env_last(array: F64) -> F64:
-            return np.ascontiguousarray(array.transpose(1, 2, 0), np.float64)
+    @classmethod
+    def of(cls, state: WorldState, xp: Ops = NUMPY) -> Frame:
+        """A frame holding a copy of ``state`` in ``xp``'s arrays."""
+
+        def env_last(array: F64) -> Array:
+            return xp.asarray(np.ascontiguousarray(array.transpose(1, 2, 0), np.float64))
 
         return cls(
             agent_pos=env_last(state.agent_pos),
             agent_vel=env_last(state.agent_vel),
             landmark_pos=env_last(state.landmark_pos),
-            goal=np.array(state.goal, np.int64),
-            steps=np.array(state.steps, np.int64),
+            goal=xp.asarray(np.array(state.goal, np.int64)),
+            steps=xp.asarray(np.array(state.steps, np.int64)),
+            xp=xp,
         )
 
     def state(self) -> WorldState:
-        """A copy of the frame as a ``WorldState``."""
+        """A copy of the frame as a ``WorldState`` of NumPy arrays."""
+        host = self.xp.to_numpy
 
-        def env_first(array: F64) -> F64:
-            return np.ascontiguousarray(array.transpose(2, 0, 1))
+        def env_first(array: Array) -> F64:
+            return np.ascontiguousarray(host(array).transpose(2, 0, 1))
 
         return WorldState(
             agent_pos=env_first(self.agent_pos),
             agent_vel=env_first(self.agent_vel),
             landmark_pos=env_first(self.landmark_pos),
-            goal=self.goal.copy(),
-            steps=self.steps.copy(),
+            goal=np.array(host(self.goal)),
+            steps=np.array(host(self.steps)),
         )
 
 
@@ -174,7 +193,21 @@ class Bodies:
         return len(self.landmark_size)
 
 
-def action_force(bodies: Bodies, actions: NDArray[np.generic], continuous: bool) -> F64:
+def on(bodies: Bodies, xp: Ops) -> Bodies:
+    """``bodies`` with its arrays in ``xp``'s library (itself for NumPy)."""
+    if xp is NUMPY:
+        return bodies
+    moved = object.__new__(Bodies)
+    for name, value in vars(bodies).items():
+        if isinstance(value, np.ndarray):
+            value = xp.asarray(value)
+        elif isinstance(value, tuple):
+            value = tuple(xp.asarray(v) for v in value)
+        object.__setattr__(moved, name, value)
+    return moved
+
+
+def action_force(bodies: Bodies, actions: Array, continuous: bool, xp: Ops) -> Array:
     """(A, 2, E) the force each agent's action applies: mpe2's ``_set_action`` (times ``accel``).
 
     ``actions`` are (E, A) integers or (E, A, 5) in mpe2's own ``Box(0, 1, (5,))`` (clipped to it,
@@ -182,36 +215,38 @@ def action_force(bodies: Bodies, actions: NDArray[np.generic], continuous: bool)
     differenced in the actions' own dtype before widening, as mpe2 does.
     """
     if continuous:
-        clipped: NDArray[np.floating[Any]] = np.clip(actions, 0, 1)
-        direction = (clipped[..., 2::2] - clipped[..., 1::2]).astype(np.float64).transpose(1, 2, 0)
+        clipped = xp.clip(xp.asarray(actions), 0, 1)
+        difference = clipped[..., 2::2] - clipped[..., 1::2]
+        direction = xp.permute(xp.astype(difference, xp.float64), (1, 2, 0))
     else:
-        direction = DISCRETE_DIRECTIONS.T[:, np.asarray(actions, np.int64).T].transpose(1, 0, 2)
-    force: F64 = direction * bodies.agent_accel[:, None, None]
-    return force
+        chosen = xp.asarray(actions, xp.int64).T
+        direction = xp.permute(xp.const(DISCRETE_DIRECTIONS.T)[:, chosen], (1, 0, 2))
+    return direction * bodies.agent_accel[:, None, None]
 
 
-def contact_forces(bodies: Bodies, frame: Frame, force: F64) -> None:
+def contact_forces(bodies: Bodies, frame: Frame, force: Array) -> None:
     """Add to ``force`` (A, 2, E) the soft contact force on each colliding agent from every other
     colliding body (mpe2's ``get_collision_force``), summed over bodies in index order.
 
     Each pair is computed once; the second body, when an agent, gets the exact negation (as in
     mpe2, where the pair's force is negated for it)."""
-    agents = bodies.colliding_agents
+    xp, agents = frame.xp, bodies.colliding_agents
     if len(bodies.pair_first) == 0:
         return
     bodies_pos = frame.agent_pos
     if len(bodies.landmark_size):
-        bodies_pos = np.concatenate([frame.agent_pos, frame.landmark_pos])
-    delta = np.take(bodies_pos, bodies.pair_first, 0) - np.take(bodies_pos, bodies.pair_second, 0)
-    dist = np.sqrt(np.square(delta[:, 0]) + np.square(delta[:, 1]))
+        bodies_pos = xp.concatenate([frame.agent_pos, frame.landmark_pos])
+    delta = bodies_pos[bodies.pair_first] - bodies_pos[bodies.pair_second]
+    dist = xp.sqrt(xp.square(delta[:, 0]) + xp.square(delta[:, 1]))
     overlap = -(dist - bodies.pair_dist_min[:, None]) / CONTACT_MARGIN
-    penetration = np.logaddexp(0, overlap) * CONTACT_MARGIN
+    penetration = xp.softplus(overlap) * CONTACT_MARGIN
     pair_force = CONTACT_FORCE * delta / dist[:, None] * penetration[:, None]
     # The table of forces on each colliding agent from each colliding body, bodies first so the
     # sum runs over whole slices in index order after the action force, as mpe2 accumulates it
     # (the zeros of non-touching cells add nothing).
-    table = np.zeros((1 + len(bodies.colliding_bodies), *force[agents].shape))
-    table[0] = force[agents]
+    acting = force[agents]
+    table = xp.zeros((1 + len(bodies.colliding_bodies), *acting.shape), xp.float64)
+    table[0] = acting
     rows, cols = bodies.pair_cells
     table[cols + 1, rows] = pair_force
     rows, cols = bodies.mirror_cells
@@ -219,34 +254,34 @@ def contact_forces(bodies: Bodies, frame: Frame, force: F64) -> None:
     force[agents] = table.sum(axis=0)
 
 
-def integrate(bodies: Bodies, frame: Frame, force: F64) -> None:
+def integrate(bodies: Bodies, frame: Frame, force: Array) -> None:
     """One Euler step of every agent (mpe2's ``integrate_state``), in place."""
+    xp = frame.xp
     frame.agent_pos += frame.agent_vel * DT
     vel = frame.agent_vel * (1 - DAMPING)
     vel += force * DT
     if bodies.capped:
-        speed = np.sqrt(np.square(vel[:, 0]) + np.square(vel[:, 1]))
+        speed = xp.sqrt(xp.square(vel[:, 0]) + xp.square(vel[:, 1]))
         cap = bodies.agent_max_speed[:, None]
         over = speed > cap
-        scaled = vel / np.where(over, speed, 1.0)[:, None] * cap[:, None]
-        vel = np.where(over[:, None], scaled, vel)
+        scaled = vel / xp.where(over, speed, 1.0)[:, None] * cap[:, None]
+        vel = xp.where(over[:, None], scaled, vel)
     frame.agent_vel = vel
 
 
-def step_world(
-    bodies: Bodies, frame: Frame, actions: NDArray[np.generic], continuous: bool
-) -> None:
-    """Advance every copy by one step under ``actions``, in place."""
-    force = action_force(bodies, actions, continuous)
+def step_world(bodies: Bodies, frame: Frame, actions: Array, continuous: bool) -> None:
+    """Advance every copy by one step under ``actions``, in place (``bodies`` in the frame's
+    library: ``on(bodies, frame.xp)``)."""
+    force = action_force(bodies, actions, continuous, frame.xp)
     contact_forces(bodies, frame, force)
     integrate(bodies, frame, force)
     frame.steps += 1
 
 
-def distances(a: F64, b: F64) -> F64:
+def distances(a: Array, b: Array) -> Array:
     """(I, J, E) Euclidean distances between points ``a`` (I, 2, E) and ``b`` (J, 2, E), computed
     as mpe2 does (``sqrt(sum(square(a - b)))``)."""
+    xp = ops_of(a)
     dx = a[:, None, 0] - b[None, :, 0]
     dy = a[:, None, 1] - b[None, :, 1]
-    dist: F64 = np.sqrt(np.square(dx) + np.square(dy))
-    return dist
+    return xp.sqrt(xp.square(dx) + xp.square(dy))
