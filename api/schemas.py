@@ -83,7 +83,10 @@ class ExperimentOut(BaseModel):
         "cancelling, cancelled, succeeded or failed."
     )
     status_reason: str | None = Field(
-        description="Why the experiment is in this status (a failure's error message, ...)."
+        description="Why the experiment is in this status (a failure's error message, ...). A "
+        "queued run whose spec asks for `cuda` while no GPU worker of its backend is registered "
+        "says so: `waiting for a GPU worker: no torch worker with a GPU is registered ...` "
+        "(worked out at every read: it goes as soon as one registers)."
     )
     progress: Progress
     latest_metrics: dict[str, LatestMetric] = Field(
@@ -103,8 +106,9 @@ class ExperimentOut(BaseModel):
     )
     queue_position: int | None = Field(
         default=None,
-        description="A queued run's place among its backend's queued runs (1: taken next), in "
-        "the responses about one experiment; null in lists and in other statuses.",
+        description="A queued run's place among the runs queued on its queue (1: taken next): "
+        "its backend's queue, or its GPU queue for a spec asking for `cuda`. In the responses "
+        "about one experiment; null in lists and in other statuses.",
     )
     sweep_id: str | None = Field(
         default=None, description="The sweep the run belongs to; null for a run of its own."
@@ -119,6 +123,12 @@ class ExperimentOut(BaseModel):
     updated_at: dt.datetime
     started_at: dt.datetime | None = Field(description="When a worker first started the run.")
     finished_at: dt.datetime | None = Field(description="When it reached its final status.")
+    device: str | None = Field(
+        default=None,
+        description="The device the run computes on, as its worker resolved the spec's `device` "
+        "when it last started the run: `cpu`, or `cuda:<index> (<GPU name>)` (`auto` on a GPU "
+        "worker is the GPU); null until a worker started it.",
+    )
     compacted_at: dt.datetime | None = Field(
         description="When its history was compacted, some time after it finished (the "
         "deployment's retention): its `progress` and `metrics` events are gone and each metric "
@@ -127,15 +137,18 @@ class ExperimentOut(BaseModel):
     )
 
     @classmethod
-    def of(cls, row: Experiment, queue_position: int | None = None) -> ExperimentOut:
-        """The response for a database row."""
+    def of(
+        cls, row: Experiment, queue_position: int | None = None, status_reason: str | None = None
+    ) -> ExperimentOut:
+        """The response for a database row; ``status_reason`` as ``core.registry.status_reasons``
+        has it (the stored one when None)."""
         return cls(
             id=row.id,
             name=row.name,
             algorithm=row.algorithm,
             backend=row.backend,
             status=row.status,
-            status_reason=row.status_reason,
+            status_reason=status_reason if status_reason is not None else row.status_reason,
             progress=Progress.of(row.step, row.total_steps),
             latest_metrics={k: LatestMetric(**v) for k, v in (row.latest_metrics or {}).items()},
             spec=row.spec,
@@ -151,6 +164,7 @@ class ExperimentOut(BaseModel):
             updated_at=row.updated_at,
             started_at=row.started_at,
             finished_at=row.finished_at,
+            device=row.device,
             compacted_at=row.compacted_at,
         )
 

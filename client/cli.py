@@ -221,6 +221,7 @@ def show(client: Client, args: argparse.Namespace) -> int:
         ("status", e["status"] + (f" ({e['status_reason']})" if e.get("status_reason") else "")),
         ("progress", f"{progress['step']}/{progress['total_steps']}"),
         ("return", _ret(e)),
+        ("device", e.get("device") or "-"),
         ("created", e["created_at"]),
         ("finished", e.get("finished_at") or "-"),
     ]

@@ -2,7 +2,9 @@
 
 - ``marlforge migrate``: bring the database to the newest schema.
 - ``marlforge api``: serve the HTTP API (uvicorn).
-- ``marlforge worker [--backend B ...]``: a Celery worker on the backends' queues (all by default).
+- ``marlforge worker [--backend B ...] [--gpu]``: a Celery worker on the backends' queues (all by
+  default); ``--gpu``: also their GPU queues, first (``workers.launch``: refused on a host where a
+  backend's framework sees no GPU).
 - ``marlforge worker-health``: exit 0 when the worker is healthy (its heartbeat file is
   fresh: ``workers.health``), else 1; a container's health check.
 - ``marlforge up``: the laptop mode: migrate, then run the API and one worker for every backend as
@@ -29,7 +31,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import os
 import signal
 import sys
 import threading
@@ -176,35 +177,14 @@ def cmd_compact(settings: Settings) -> int:
     return 0
 
 
-def cmd_worker(settings: Settings, backends: Sequence[Backend]) -> int:
-    """Consume the backends' queues in this process until SIGINT/SIGTERM."""
-    from core.queue import queue_name
-
-    chosen = list(dict.fromkeys(backends)) or list(Backend)
-    queues = ",".join(queue_name(settings, b) for b in chosen)
-    worker_app = importlib.import_module("workers.app").app
-    # The solo pool takes one job at a time in this process, which trains it in a child process
-    # (workers.supervisor: memory budget, cancel grace) and forwards its SIGTERM there; the run
-    # checkpoints and stops.
-    worker_app.worker_main(
-        [
-            "worker",
-            "--queues",
-            queues,
-            "--pool",
-            "solo",
-            "--concurrency",
-            "1",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "--loglevel",
-            settings.log_level.upper(),
-            "--hostname",
-            f"marlforge-{'-'.join(chosen)}-{os.getpid()}@%h",
-        ]
-    )
-    return 0
+def cmd_worker(settings: Settings, backends: Sequence[Backend], gpu: bool) -> int:
+    """Consume the backends' queues in this process until SIGINT/SIGTERM; with ``gpu`` (or
+    ``MARLFORGE_WORKER_GPU``) their GPU queues first, after checking that the host has a GPU
+    (``workers.launch``)."""
+    main: Callable[[Settings, Sequence[Backend], bool], int] = importlib.import_module(
+        "workers.launch"
+    ).main
+    return main(settings, backends, gpu or settings.worker_gpu)
 
 
 def cmd_worker_health(settings: Settings) -> int:
@@ -283,6 +263,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="consume this backend's queue (repeatable; all backends when omitted)",
     )
+    worker.add_argument(
+        "--gpu",
+        action="store_true",
+        help="a GPU worker: also consume the backends' GPU queues (runs asking for cuda), first; "
+        "refuses to start where a backend sees no GPU (MARLFORGE_WORKER_GPU)",
+    )
     sub.add_parser("worker-health", help="exit 0 when the worker's heartbeat is fresh, else 1")
     sub.add_parser("compact", help="compact the runs whose retention has passed")
     storage = sub.add_parser("storage", help="manage the artifact store")
@@ -342,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "migrate":
         return cmd_migrate(settings, args.revision)
     if args.command == "worker":
-        return cmd_worker(settings, args.backend)
+        return cmd_worker(settings, args.backend, args.gpu)
     if args.command == "worker-health":
         return cmd_worker_health(settings)
     if args.command == "keys":

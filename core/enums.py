@@ -1,5 +1,5 @@
 """The service's closed vocabularies: an experiment's status, the kinds of its events, the roles of
-keys and the classes of failures."""
+keys, the classes of failures and the resource classes of workers."""
 
 from __future__ import annotations
 
@@ -93,3 +93,12 @@ class FailureClass(StrEnum):
     """It could not be queued: the broker was unreachable."""
     ERROR = "error"
     """Anything else: an error the run raised, a spec no longer valid."""
+
+
+class ResourceClass(StrEnum):
+    """What a worker computes on, and so which of its backend's queues it consumes
+    (``core.queue``): ``cpu`` workers take the plain queue, ``gpu`` workers the ``-gpu`` queue
+    too."""
+
+    CPU = "cpu"
+    GPU = "gpu"

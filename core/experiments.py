@@ -14,14 +14,15 @@ from sqlalchemy.orm import Session
 
 from core import idempotency
 from core.db import utcnow
-from core.enums import RESUMABLE_STATUSES, EventKind, ExperimentStatus
+from core.enums import RESUMABLE_STATUSES, EventKind, ExperimentStatus, ResourceClass
 from core.errors import BrokerUnavailable, Conflict, NotFound
 from core.ids import new_id
 from core.lifecycle import transition
 from core.models import Experiment
-from core.queue import Dispatcher
+from core.queue import Dispatcher, requested_device, resource_class
 from core.repositories import CheckpointRepository, EventRepository, ExperimentRepository
 from core.repositories.leases import LeaseRepository
+from learners.backends import GPU_BACKENDS
 from learners.spec import ExperimentSpec
 
 log = logging.getLogger(__name__)
@@ -132,10 +133,15 @@ def edit(
 
 
 def queue_position(session: Session, experiment: Experiment) -> int | None:
-    """A queued experiment's place in its backend's queue (1: next), else None."""
+    """A queued experiment's place in its queue (1: next; ``core.queue.queue_for``), else
+    None."""
     if experiment.status != S.QUEUED:
         return None
-    return LeaseRepository(session).queue_position(experiment)
+    backend = experiment.backend
+    cuda = None
+    if backend in GPU_BACKENDS:  # two queues: the GPU one (cuda), the plain one (the rest)
+        cuda = resource_class(backend, requested_device(experiment.spec)) == ResourceClass.GPU
+    return LeaseRepository(session).queue_position(experiment, cuda)
 
 
 def cancel(session: Session, experiment_id: str, actor: Actor | None = None) -> Experiment:
@@ -218,10 +224,11 @@ def requeue_orphans(session: Session, dispatcher: Dispatcher) -> list[str]:
 
 
 def dispatch(session: Session, dispatcher: Dispatcher, experiment: Experiment) -> None:
-    """Queue the (committed, ``queued``) experiment's run; a broker that refuses fails the run
-    with the reason, and BrokerUnavailable tells the caller."""
+    """Queue the (committed, ``queued``) experiment's run on the queue its spec's device needs
+    (``core.queue.queue_for``); a broker that refuses fails the run with the reason, and
+    BrokerUnavailable tells the caller. Every path that queues a run comes through here."""
     try:
-        dispatcher.enqueue(experiment.id, experiment.backend)
+        dispatcher.enqueue(experiment.id, experiment.backend, requested_device(experiment.spec))
     except Exception as exc:  # kombu raises several types; all mean the job was not queued
         log.exception("could not queue experiment %s", experiment.id)
         reason = f"could not queue the run: the broker is unreachable ({exc})"

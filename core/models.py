@@ -15,6 +15,8 @@
   the checkpoints (or random play) of each team, the number of episodes, and the result.
 - ``idempotency_keys``: each ``Idempotency-Key`` a project sent with a create request, the hash of
   its body and the resource it created (``core.idempotency``), kept at least a day.
+- ``workers``: the registry of workers (``core.registry``): one row per worker and backend it
+  consumes, with its queues, resource class and GPUs, refreshed by the worker's heartbeat.
 - ``experiment_events``: a global, monotonic log of what happened to each experiment (status,
   progress, metrics batches, checkpoints, log lines), written in the same transaction as the change
   it describes, so a reader that follows ids never misses or sees a change twice.
@@ -41,7 +43,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from core.db import UTCDateTime
-from core.enums import EventKind, ExperimentStatus, MatchStatus, Role
+from core.enums import EventKind, ExperimentStatus, MatchStatus, ResourceClass, Role
 from learners.enums import Algorithm, Backend
 
 # JSONB on PostgreSQL (indexable, compact), JSON text elsewhere.
@@ -176,6 +178,9 @@ class Experiment(Base):
     compacted_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
     """When its progress and metrics events were dropped and its long series thinned
     (``core.retention``); NULL until then."""
+    device: Mapped[str | None] = mapped_column(String(200))
+    """The device its worker resolved for it when it last started the run (``cpu``,
+    ``cuda:0 (NVIDIA H100 80GB HBM3)``); NULL until a worker started it."""
 
 
 class ExperimentTag(Base):
@@ -316,3 +321,28 @@ class IdempotencyKey(Base):
     """The sha256 of the body as canonical JSON (sorted keys, no spaces)."""
     resource_id: Mapped[str] = mapped_column(String(26))
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+
+
+class WorkerRecord(Base):
+    """A live (or lately seen) worker, for one backend whose queues it consumes (``core.registry``):
+    a worker of several backends has a row for each. It writes its rows when it is ready, refreshes
+    ``last_seen_at`` on its heartbeat and deletes them when it shuts down cleanly; a killed worker's
+    rows stay until they are old, and a reader counts a row as live only while it is fresh."""
+
+    __tablename__ = "workers"
+    __table_args__ = (
+        Index("ix_workers_backend_class_seen", "backend", "resource_class", "last_seen_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    """The worker's name (``MARLFORGE_WORKER_NAME``, or ``<host>-<pid>``), as in its leases."""
+    backend: Mapped[Backend] = mapped_column(_str_enum(Backend), primary_key=True)
+    hostname: Mapped[str] = mapped_column(String(255))
+    queues: Mapped[list[Any]] = mapped_column(JSONType)
+    """The broker queues of this backend it consumes, in the order it looks at them."""
+    resource_class: Mapped[ResourceClass] = mapped_column(_str_enum(ResourceClass))
+    """``gpu`` when it consumes the backend's GPU queue, else ``cpu``."""
+    gpus: Mapped[list[Any]] = mapped_column(JSONType)
+    """The names of the GPUs the backend's framework sees there (``[]`` for a CPU worker)."""
+    started_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
+    last_seen_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())

@@ -19,7 +19,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from core.enums import ExperimentStatus, FailureClass
+from core.enums import ExperimentStatus, FailureClass, ResourceClass
 from core.queue import queue_name, waiting_messages
 from core.repositories.stats import LostWorkers, StatsRepository
 from core.settings import Settings
@@ -121,15 +121,15 @@ def _run_families(
     yield by_class
 
 
-def _broker_family(waiting: dict[Backend, int], settings: Settings) -> Metric:
+def _broker_family(waiting: dict[tuple[Backend, ResourceClass], int], settings: Settings) -> Metric:
     family = GaugeMetricFamily(
         BROKER,
-        "Messages waiting in each backend's broker queue (Redis LLEN; a worker's running job is "
-        "not counted).",
+        "Messages waiting in each broker queue: every backend's, and its GPU queue where it has "
+        "one (Redis LLEN; a worker's running job is not counted).",
         labels=["backend", "queue"],
     )
-    for backend, count in waiting.items():
-        family.add_metric([backend.value, queue_name(settings, backend)], count)
+    for (backend, klass), count in waiting.items():
+        family.add_metric([backend.value, queue_name(settings, backend, klass)], count)
     return family
 
 

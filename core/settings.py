@@ -93,6 +93,10 @@ class Settings(BaseSettings):
     worker_deaf_after_s: float = Field(default=60.0, ge=1, le=3600)
     """A worker idle while messages have waited in its queues this long is not consuming (a lost
     broker connection): it stops itself, to be restarted by its supervisor."""
+    worker_gpu: bool = False
+    """The worker is a GPU worker, as ``marlforge worker --gpu`` starts one: it consumes its
+    backends' GPU queues (``<backend>-gpu``, the runs whose spec asks for ``cuda``) first, then
+    their plain queues, and refuses to start when a backend's framework sees no GPU."""
     worker_name: str = Field(default="", max_length=200)
     """The worker's identity in leases and in the API (``worker_id``); empty: ``<host>-<pid>``."""
     shutdown_grace_s: float = Field(default=90.0, gt=0)
@@ -117,7 +121,9 @@ class Settings(BaseSettings):
     """How often a worker rewrites its heartbeat file."""
     worker_heartbeat_stale_s: float = Field(default=30.0, gt=0, le=3600)
     """``marlforge worker-health``: a heartbeat older than this is a worker that is not healthy
-    (at least twice the interval)."""
+    (at least twice the interval). The API counts a worker in the ``workers`` registry as live
+    while its row was seen within this long (``core.registry``); the worker refreshes its row
+    every ``worker_heartbeat_interval_s``."""
 
     @model_validator(mode="after")
     def _check_queue_prefix(self) -> Settings:

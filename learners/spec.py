@@ -155,7 +155,8 @@ class SpecEnvelope(BaseModel):
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
     """Seeds the networks, the exploration and the environments: a spec always trains the same."""
     device: Device = Device.AUTO
-    """``auto`` uses CUDA when the worker has it; ``cuda`` fails the run on a worker with no GPU."""
+    """``auto`` uses CUDA when the worker has it; ``cuda`` never falls back to the CPU: the service
+    queues it for a GPU worker of its backend only (a backend with no GPU build fails it)."""
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
     """Values for the algorithm's config class; omitted ones take its (per-environment) defaults."""
     evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)

@@ -175,6 +175,7 @@ def _train(
     try:
         from learners.training import train
 
+        _record_device(run, spec)
         resume_from = _prepare_resume(experiment_id, session_factory, storage, hooks, copy)
         # The copy goes once the run has loaded it: a checkpoint holds a replay buffer's worth.
         train(spec, hooks, resume_from=resume_from, on_resumed=lambda: copy.unlink(missing_ok=True))
@@ -188,6 +189,22 @@ def _train(
     finally:
         copy.unlink(missing_ok=True)
     return _record_end(run, hooks, limits)
+
+
+def _record_device(run: _Held, spec: ExperimentSpec) -> None:
+    """Record on the run the device it computes on here, as ``train`` resolves it in this process
+    (a ``cuda`` run on a worker without a GPU raises ``DeviceUnavailable``, which fails it)."""
+    from learners.backends import describe_device, resolve_device
+
+    device = describe_device(spec.backend, resolve_device(spec.backend, spec.device))
+
+    def record() -> None:
+        with run.session_factory() as session:
+            ExperimentRepository(session).set_device(run.experiment_id, run.worker_id, device)
+            session.commit()
+
+    retry_transient(record, "recording the run's device")
+    log.info("experiment %s runs on %s", run.experiment_id, device)
 
 
 def _claim(

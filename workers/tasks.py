@@ -19,7 +19,6 @@ from celery.signals import worker_shutting_down
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from core import leases
 from core.db import make_engine, make_session_factory
 from core.queue import MATCH_TASK, RUN_TASK
 from core.settings import get_settings
@@ -28,6 +27,7 @@ from core.streaming import publish_after_commit, publisher_for
 from workers import matches
 from workers.app import app
 from workers.orchestration import Outcome, RunLimits, run_experiment
+from workers.registry import worker_id
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +47,6 @@ def _session_factory() -> sessionmaker[Session]:
     # Streams in the API are woken as soon as this worker commits events (with Redis).
     publish_after_commit(factory, publisher_for(settings))
     return factory
-
-
-@lru_cache(maxsize=1)
-def worker_id() -> str:
-    """This worker's name in the leases of the runs it holds (``MARLFORGE_WORKER_NAME``)."""
-    return get_settings().worker_name or leases.default_worker_id()
 
 
 def _limits() -> RunLimits:

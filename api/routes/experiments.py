@@ -9,11 +9,20 @@ from sqlalchemy.orm import Session
 
 from api import idempotency as idempotent
 from api.auth import ExperimentId, PrincipalDep, project_router
-from api.deps import PageAfter, PageLimit, ServicesDep, SessionDep, json_body, json_request_body
+from api.deps import (
+    PageAfter,
+    PageLimit,
+    Services,
+    ServicesDep,
+    SessionDep,
+    json_body,
+    json_request_body,
+)
 from api.errors import ApiError, FieldProblem, check_cursor, error_responses
 from api.idempotency import IdempotencyKeyHeader
 from api.schemas import ExperimentOut, ExperimentPage
 from core import experiments as service
+from core import registry
 from core.auth import Principal
 from core.enums import ExperimentStatus
 from core.ids import ID_PATTERN
@@ -60,7 +69,7 @@ def create_experiment(
         idempotency_key, "experiments", body, session, principal.project_id
     )
     if existing is not None:
-        return _created(session, service.get(session, existing), response, replayed=True)
+        return _created(session, services, service.get(session, existing), response, replayed=True)
     try:
         spec = parse_spec(body)
         check_spec_bounds(spec, services.settings)
@@ -71,18 +80,22 @@ def create_experiment(
     actor = actor_of(principal)
     if claim is None:
         experiment = service.submit(session, services.dispatcher, spec, principal.project_id, actor)
-        return _created(session, experiment, response, replayed=False)
+        return _created(session, services, experiment, response, replayed=False)
     experiment, created = service.submit_once(
         session, services.dispatcher, spec, principal.project_id, actor, claim
     )
-    return _created(session, experiment, response, replayed=not created)
+    return _created(session, services, experiment, response, replayed=not created)
 
 
 def _created(
-    session: Session, experiment: Experiment, response: Response, replayed: bool
+    session: Session,
+    services: Services,
+    experiment: Experiment,
+    response: Response,
+    replayed: bool,
 ) -> ExperimentOut:
     idempotent.created(response, f"/v1/experiments/{experiment.id}", replayed)
-    return one(session, experiment)
+    return one(session, services, experiment)
 
 
 @router.get(
@@ -97,6 +110,7 @@ def _created(
 )
 def list_experiments(
     session: SessionDep,
+    services: ServicesDep,
     principal: PrincipalDep,
     limit: PageLimit = 50,
     after: PageAfter = None,
@@ -139,7 +153,9 @@ def list_experiments(
         limit + 1,
         after,
     )
-    items = [ExperimentOut.of(r) for r in rows[:limit]]
+    shown = rows[:limit]
+    reasons = registry.status_reasons(session, shown, services.settings.worker_heartbeat_stale_s)
+    items = [ExperimentOut.of(r, status_reason=reasons[r.id]) for r in shown]
     next_after = items[-1].id if len(rows) > limit else None
     return ExperimentPage(items=items, next_after=next_after)
 
@@ -150,12 +166,16 @@ def list_experiments(
     summary="Read an experiment",
     description="The spec, status (with its reason), progress, timestamps and latest metrics; "
     "the worker holding the run with its last heartbeat and lease; how many times it was "
-    "restarted after losing a worker (`restarts` of `max_restarts`); and, while it is queued, "
-    "its `queue_position` in its backend's queue.",
+    "restarted after losing a worker (`restarts` of `max_restarts`); the `device` it runs on; "
+    "and, while it is queued, its `queue_position` in its queue (its backend's, or that "
+    "backend's GPU queue for a spec asking for `cuda`) and, when no GPU worker of its backend "
+    "is registered for such a run, why it waits (`status_reason`).",
     responses=error_responses(404),
 )
-def get_experiment(experiment_id: ExperimentId, session: SessionDep) -> ExperimentOut:
-    return one(session, service.get(session, experiment_id))
+def get_experiment(
+    experiment_id: ExperimentId, session: SessionDep, services: ServicesDep
+) -> ExperimentOut:
+    return one(session, services, service.get(session, experiment_id))
 
 
 @router.patch(
@@ -173,6 +193,7 @@ def edit_experiment(
     experiment_id: ExperimentId,
     body: Annotated[Any, Depends(json_body)],
     session: SessionDep,
+    services: ServicesDep,
     principal: PrincipalDep,
 ) -> ExperimentOut:
     try:
@@ -180,7 +201,8 @@ def edit_experiment(
     except SpecError as exc:
         fields = [FieldProblem(field=e.field, reason=e.reason) for e in exc.errors]
         raise ApiError(422, "invalid_request", f"the edit is invalid: {exc}", fields) from None
-    return one(session, service.edit(session, experiment_id, changes, actor_of(principal)))
+    edited = service.edit(session, experiment_id, changes, actor_of(principal))
+    return one(session, services, edited)
 
 
 @router.post(
@@ -194,9 +216,9 @@ def edit_experiment(
     responses=error_responses(404, 409),
 )
 def cancel_experiment(
-    experiment_id: ExperimentId, session: SessionDep, principal: PrincipalDep
+    experiment_id: ExperimentId, session: SessionDep, services: ServicesDep, principal: PrincipalDep
 ) -> ExperimentOut:
-    return one(session, service.cancel(session, experiment_id, actor_of(principal)))
+    return one(session, services, service.cancel(session, experiment_id, actor_of(principal)))
 
 
 @router.post(
@@ -212,14 +234,20 @@ def cancel_experiment(
 def resume_experiment(
     experiment_id: ExperimentId, session: SessionDep, services: ServicesDep, principal: PrincipalDep
 ) -> ExperimentOut:
-    return one(
-        session, service.resume(session, services.dispatcher, experiment_id, actor_of(principal))
+    resumed = service.resume(session, services.dispatcher, experiment_id, actor_of(principal))
+    return one(session, services, resumed)
+
+
+def one(session: Session, services: Services, experiment: Experiment) -> ExperimentOut:
+    """The response about one experiment: with its queue position when it is queued, and why it
+    waits when it waits for a GPU worker (``core.registry``)."""
+    stale_s = services.settings.worker_heartbeat_stale_s
+    reason = registry.status_reasons(session, [experiment], stale_s)[experiment.id]
+    return ExperimentOut.of(
+        experiment,
+        queue_position=service.queue_position(session, experiment),
+        status_reason=reason,
     )
-
-
-def one(session: Session, experiment: Experiment) -> ExperimentOut:
-    """The response about one experiment: with its queue position when it is queued."""
-    return ExperimentOut.of(experiment, queue_position=service.queue_position(session, experiment))
 
 
 def actor_of(principal: Principal) -> service.Actor:

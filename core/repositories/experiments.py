@@ -172,3 +172,14 @@ class ExperimentRepository:
             .values(**values)
             .execution_options(synchronize_session=False)
         )
+
+    def set_device(self, experiment_id: str, worker_id: str, device: str) -> bool:
+        """Record the device ``worker_id`` runs the experiment on; False when that worker no
+        longer holds it."""
+        statement = (
+            update(Experiment)
+            .where(Experiment.id == experiment_id, Experiment.worker_id == worker_id)
+            .values(device=device)
+            .execution_options(synchronize_session=False)
+        )
+        return self.session.execute(statement).rowcount == 1  # type: ignore[attr-defined,no-any-return]

@@ -4,6 +4,9 @@ learners, networks and ops, and a ``runtime`` module with two functions the trai
 - ``resolve_device(device: Device) -> str``: the device a run computes on; ``cuda`` on a machine
   without one raises ``DeviceUnavailable`` (never a silent fallback to the CPU);
 - ``seed(seed: int) -> None``: seed the framework's global random state;
+- ``gpu_names() -> list[str]``: the GPUs the framework sees on this machine (none: ``[]``);
+- ``describe_device(device: str) -> str``: a resolved device as a run record shows it (``cpu``,
+  ``cuda:0 (NVIDIA H100 80GB HBM3)``);
 - optionally ``set_threads(threads: int) -> None``: cap the framework's CPU threads per op.
 
 CPU threads: a run uses ``MARLFORGE_CPU_THREADS`` threads per op (default 1). The learners' networks
@@ -25,6 +28,12 @@ from learners.enums import Backend, Device
 THREADS_ENV = "MARLFORGE_CPU_THREADS"
 
 
+GPU_BACKENDS: frozenset[Backend] = frozenset({Backend.TORCH, Backend.TENSORFLOW})
+"""The backends whose runtime can compute on a CUDA GPU (their ``resolve_device`` may answer
+``cuda``). MindSpore is installed as its CPU build, whose runtime refuses ``cuda``: it gets no GPU
+queue, and a ``cuda`` spec for it fails on its worker with that runtime's reason."""
+
+
 class DeviceUnavailable(RuntimeError):
     """The spec asked for a device this worker does not have."""
 
@@ -38,6 +47,19 @@ def resolve_device(backend: Backend | str, device: Device | str) -> str:
     """The device ``backend`` runs ``device`` on (``auto`` picks CUDA when there is one)."""
     resolved: str = runtime(backend).resolve_device(Device(device))
     return resolved
+
+
+def gpu_names(backend: Backend | str) -> list[str]:
+    """The GPUs ``backend``'s framework sees on this machine, by name (imports that framework)."""
+    names: list[str] = runtime(backend).gpu_names()
+    return names
+
+
+def describe_device(backend: Backend | str, device: str) -> str:
+    """``device`` (as ``resolve_device`` answered it) as a run record shows it: ``cpu``, or the
+    GPU's index and name (``cuda:0 (NVIDIA H100 80GB HBM3)``)."""
+    described: str = runtime(backend).describe_device(device)
+    return described
 
 
 def cpu_threads() -> int:

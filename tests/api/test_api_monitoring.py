@@ -232,13 +232,18 @@ def test_the_redis_broker_reports_its_queue_lengths(
 ) -> None:
     import redis
 
-    from learners.enums import Backend
+    from learners.enums import Backend, Device
 
     prefix = f"{queue_prefix}metrics."
     on_redis = settings.model_copy(update={"broker_url": redis_url, "queue_prefix": prefix})
     dispatcher = CeleryDispatcher(on_redis)
-    for backend in (Backend.TORCH, Backend.TORCH, Backend.MINDSPORE):
-        dispatcher.enqueue("01JAAAAAAAAAAAAAAAAAAAAAAA", backend)
+    for backend, device in (
+        (Backend.TORCH, Device.AUTO),
+        (Backend.TORCH, Device.CPU),
+        (Backend.TORCH, Device.CUDA),
+        (Backend.MINDSPORE, Device.AUTO),
+    ):
+        dispatcher.enqueue("01JAAAAAAAAAAAAAAAAAAAAAAA", backend, device)
     app = create_app(on_redis, session_factory=session_factory, storage=storage)
     try:
         with TestClient(app) as client:
@@ -251,6 +256,10 @@ def test_the_redis_broker_reports_its_queue_lengths(
 
     broker = "marlforge_broker_queue_messages"
     assert value(samples, broker, backend="torch", queue=f"{prefix}torch") == 2
+    assert value(samples, broker, backend="torch", queue=f"{prefix}torch-gpu") == 1
     assert value(samples, broker, backend="mindspore", queue=f"{prefix}mindspore") == 1
     assert value(samples, broker, backend="tensorflow", queue=f"{prefix}tensorflow") == 0
+    assert value(samples, broker, backend="tensorflow", queue=f"{prefix}tensorflow-gpu") == 0
+    # MindSpore runs on the CPU only: it has no GPU queue.
+    assert not any(("queue", f"{prefix}mindspore-gpu") in labels for _, labels in samples)
     assert value(samples, "marlforge_source_up", source="broker") == 1

@@ -180,6 +180,25 @@ def test_a_running_run_can_be_cancelled(page: Page, service: Api, tiny_spec: Any
     page.screenshot("run-cancelled")
 
 
+def test_a_run_shows_its_device_and_one_that_needs_a_gpu_why_it_waits(
+    page: Page, service: Api, tiny_spec: Any
+) -> None:
+    page.open(f"#/runs/{RUNS['trained']}")
+    page.tab.locator("#run-device").wait_for()
+    assert page.tab.inner_text("#run-device") == "cpu"  # "auto" on this worker without a GPU
+
+    created = service.submit(tiny_spec(name="browser-cuda", device="cuda"))
+    try:
+        page.open(f"#/runs/{created['id']}")
+        page.tab.locator("#queued-reason").wait_for()
+        assert page.tab.inner_text("#queued-reason").startswith(
+            "waiting for a GPU worker: no torch worker with a GPU is registered"
+        )
+        page.screenshot("run-waiting-for-a-gpu")
+    finally:
+        service.http.post(f"/v1/experiments/{created['id']}/cancel")
+
+
 def test_two_runs_can_be_compared(page: Page) -> None:
     trained, cancelled = RUNS["trained"], RUNS["cancelled"]
     page.open("#/")

@@ -351,7 +351,7 @@ def test_the_gpu_host_runs_one_torch_worker_on_a_gpu_from_urls_alone(
     (name,) = gpu_compose["services"]
     worker = gpu_compose["services"][name]
 
-    assert worker["command"] == ["marlforge", "worker", "--backend", "torch"]
+    assert worker["command"] == ["marlforge", "worker", "--backend", "torch", "--gpu"]
     assert worker["build"]["args"] == {
         "EXTRAS": "torch",
         "TORCH_INDEX_URL": "${MARLFORGE_TORCH_INDEX_URL:-}",  # empty: PyPI's CUDA build

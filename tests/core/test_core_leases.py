@@ -275,3 +275,21 @@ def test_queue_position_counts_the_runs_of_the_same_backend_queued_before(
     experiments.cancel(session, first.id)
     assert experiments.queue_position(session, experiments.get(session, second.id)) == ahead
     assert experiments.queue_position(session, experiments.get(session, first.id)) is None
+
+
+def test_a_cuda_run_whose_lease_lapsed_goes_back_to_its_gpu_queue(
+    rollback_sessions: sessionmaker[Session],
+    dispatcher: CeleryDispatcher,
+    settings: Settings,
+    start: Callable[..., str],
+) -> None:
+    experiment_id = start(device="cuda")
+
+    done = reaped(
+        leases.reap(rollback_sessions, dispatcher, TTL, now=later(TTL + 1)), experiment_id
+    )
+
+    assert [t.to for t in done] == [S.QUEUED]
+    queues = [m["queue"] for m in broker_messages(settings) if m["args"] == [experiment_id]]
+    # Its submission's message, and the takeover's: both on the GPU queue, never the plain one.
+    assert queues == ["lease.torch-gpu", "lease.torch-gpu"]

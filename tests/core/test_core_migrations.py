@@ -25,6 +25,7 @@ TABLES = {
     "idempotency_keys",
     "experiment_tags",
     "sweeps",
+    "workers",
     "alembic_version",
 }
 

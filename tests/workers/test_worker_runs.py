@@ -101,6 +101,8 @@ def test_a_run_succeeds_and_records_metrics_and_checkpoints(
     assert row.status == S.SUCCEEDED, row.status_reason
     assert row.step == 400 and row.attempts == 1
     assert row.started_at is not None and row.finished_at is not None
+    # The spec's "auto" on this host without a GPU: the run record says what it ran on.
+    assert row.device == "cpu"
     assert _timeline(session_factory, experiment_id) == [
         (None, S.QUEUED),
         (S.QUEUED, S.RUNNING),
@@ -219,6 +221,7 @@ def test_a_run_that_raises_fails_with_the_message(
     assert row.status == S.FAILED
     assert row.status_reason is not None and "cuda" in row.status_reason.lower()
     assert row.finished_at is not None
+    assert row.device is None  # it never ran on anything
 
 
 def test_a_run_whose_loss_becomes_nan_fails_and_keeps_what_it_reported(

@@ -102,9 +102,13 @@ export async function mount(root, params, id) {
         fact("Eval return", num(run.latest_metrics["eval/episode_return"]?.value)),
         fact("Started", when(run.started_at)),
         run.worker && fact("Worker", workerText(run.worker)),
+        run.device && fact("Device", h("span", { id: "run-device" }, run.device)),
         fact("Restarts", `${run.restarts} of ${run.max_restarts}`),
         run.queue_position && fact("Queue position", `${run.queue_position}`)),
       silence(),
+      // Why a queued run has not started (no GPU worker for a cuda run, a restart's cause).
+      run.status === "queued" && run.status_reason &&
+        h("div", { class: "muted small", id: "queued-reason", role: "status" }, run.status_reason),
       h("div", { style: "margin-top:.6rem" }, progressBar(run.progress.fraction, true)));
     fill(failure, run.status === "failed" && h("div", { class: "card failure", id: "failure" },
       h("h2", {}, "The run failed"), h("pre", {}, run.status_reason || "no reason recorded")));

@@ -72,6 +72,16 @@ def resolve_device(device: Device) -> str:
     return "cpu"
 
 
+def gpu_names() -> list[str]:
+    """None: this backend runs on the CPU (see ``resolve_device``)."""
+    return []
+
+
+def describe_device(device: str) -> str:
+    """Always ``cpu`` here."""
+    return device
+
+
 def seed(seed: int) -> None:
     """Seed MindSpore's global generator (the learners draw from their own NumPy generators)."""
     ms.set_seed(seed)

@@ -34,6 +34,21 @@ def resolve_device(device: Device) -> str:
     return "cpu"
 
 
+def gpu_names() -> list[str]:
+    """The GPUs TensorFlow sees, by name (``[]`` with the ``tensorflow-cpu`` build)."""
+    details = tf.config.experimental.get_device_details
+    found = tf.config.list_physical_devices("GPU")
+    return [str(details(gpu).get("device_name", gpu.name)) for gpu in found]
+
+
+def describe_device(device: str) -> str:
+    """``cpu``, or ``cuda:0 (<name>)``: ``tf_device`` places a ``cuda`` run on the first GPU."""
+    if not device.startswith("cuda"):
+        return device
+    names = gpu_names()
+    return f"cuda:0 ({names[0]})" if names else "cuda:0"
+
+
 def tf_device(device: str) -> str:
     """TensorFlow's name for a backend-neutral device string (``cpu``/``cuda``)."""
     return "/GPU:0" if device.startswith("cuda") else "/CPU:0"

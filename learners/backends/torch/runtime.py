@@ -22,6 +22,22 @@ def resolve_device(device: Device) -> str:
     return "cpu"
 
 
+def gpu_names() -> list[str]:
+    """The CUDA GPUs PyTorch sees, by name (``[]`` on a machine without one)."""
+    if not torch.cuda.is_available():
+        return []
+    return [torch.cuda.get_device_name(index) for index in range(torch.cuda.device_count())]
+
+
+def describe_device(device: str) -> str:
+    """``cpu``, or ``cuda:<index> (<name>)`` of the GPU that ``cuda`` means in this process."""
+    if not device.startswith("cuda"):
+        return device
+    index = torch.device(device).index
+    index = torch.cuda.current_device() if index is None else index
+    return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
+
+
 def seed(seed: int) -> None:
     """Seed torch's global generators (the learners also seed their own)."""
     torch.manual_seed(seed)

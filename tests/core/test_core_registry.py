@@ -1,0 +1,164 @@
+"""Queues by backend and resource class, and the registry of workers (``core.queue``,
+``core.registry``): which queue a spec's device picks, what a worker's queues say about it, and its
+rows written, refreshed, rewritten and removed on PostgreSQL (rolled back) and SQLite."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from core import migrate, registry
+from core.db import make_engine, make_session_factory, utcnow
+from core.enums import ResourceClass
+from core.queue import declared_queues, queue_for, requested_device, worker_queues
+from core.repositories.workers import WorkerRepository
+from core.settings import Settings
+from learners.enums import Backend, Device
+
+GPU, CPU = ResourceClass.GPU, ResourceClass.CPU
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(var_dir=tmp_path, queue_prefix="reg.")
+
+
+@pytest.mark.parametrize(
+    ("backend", "device", "queue"),
+    [
+        (Backend.TORCH, Device.CUDA, "reg.torch-gpu"),
+        (Backend.TORCH, Device.CPU, "reg.torch"),
+        (Backend.TORCH, Device.AUTO, "reg.torch"),
+        (Backend.TENSORFLOW, Device.CUDA, "reg.tensorflow-gpu"),
+        (Backend.TENSORFLOW, Device.AUTO, "reg.tensorflow"),
+        # MindSpore's CPU build refuses cuda: its worker fails such a run with the reason.
+        (Backend.MINDSPORE, Device.CUDA, "reg.mindspore"),
+        (Backend.MINDSPORE, Device.CPU, "reg.mindspore"),
+    ],
+)
+def test_the_spec_device_picks_the_queue(
+    settings: Settings, backend: Backend, device: Device, queue: str
+) -> None:
+    assert queue_for(settings, backend, device) == queue
+
+
+def test_every_queue_is_declared_and_only_gpu_backends_have_a_gpu_queue(
+    settings: Settings,
+) -> None:
+    names = [name for _, _, name in declared_queues(settings)]
+
+    assert names == [
+        "reg.torch",
+        "reg.tensorflow",
+        "reg.mindspore",
+        "reg.torch-gpu",
+        "reg.tensorflow-gpu",
+    ]
+
+
+def test_a_stored_spec_without_a_known_device_is_auto() -> None:
+    assert requested_device({"device": "cuda"}) == Device.CUDA
+    assert requested_device({}) == Device.AUTO
+    assert requested_device({"device": "tpu"}) == Device.AUTO
+
+
+def test_a_gpu_worker_reads_its_gpu_queues_first(settings: Settings) -> None:
+    both = [Backend.TORCH, Backend.MINDSPORE]
+
+    assert worker_queues(settings, both) == ["reg.torch", "reg.mindspore"]
+    assert worker_queues(settings, both, on_gpu=[Backend.TORCH]) == [
+        "reg.torch-gpu",
+        "reg.torch",
+        "reg.mindspore",
+    ]
+
+
+def test_a_workers_rows_come_from_its_queues(settings: Settings) -> None:
+    queues = ["reg.torch-gpu", "reg.torch", "reg.mindspore", "someone-else.torch"]
+    gpus = {Backend.TORCH: ["NVIDIA H100 80GB HBM3"]}
+
+    rows = registry.registrations(settings, "w-1", "host-a", queues, gpus)
+
+    assert rows == [
+        registry.Registration(
+            "w-1", "host-a", Backend.TORCH, ("reg.torch-gpu", "reg.torch"), GPU,
+            ("NVIDIA H100 80GB HBM3",),
+        ),
+        registry.Registration("w-1", "host-a", Backend.MINDSPORE, ("reg.mindspore",), CPU, ()),
+    ]  # fmt: skip
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def sessions(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[sessionmaker[Session]]:
+    """Sessions on PostgreSQL (the test's rolled-back transaction) or on a SQLite file built by
+    the migrations."""
+    if request.param == "postgresql":
+        yield request.getfixturevalue("rollback_sessions")
+        return
+    url = f"sqlite:///{tmp_path / 'registry.db'}"
+    migrate.upgrade(url)
+    engine = make_engine(url)
+    try:
+        yield make_session_factory(engine)
+    finally:
+        engine.dispose()
+
+
+def _rows(sessions: sessionmaker[Session], worker_id: str) -> list[tuple[Backend, str, str]]:
+    with sessions() as session:
+        return [
+            (r.backend, r.resource_class, r.last_seen_at.isoformat())
+            for r in WorkerRepository(session).of(worker_id)
+        ]
+
+
+@pytest.mark.integration
+def test_a_worker_registers_beats_and_unregisters(
+    sessions: sessionmaker[Session], settings: Settings
+) -> None:
+    queues = ["reg.torch-gpu", "reg.torch", "reg.mindspore"]
+    rows = registry.registrations(settings, "w-2", "host-b", queues, {Backend.TORCH: ["H100"]})
+    started = utcnow() - dt.timedelta(seconds=10)
+
+    registry.beat(sessions, rows, started, now=started)
+    first = _rows(sessions, "w-2")
+    registry.beat(sessions, rows, started, now=started + dt.timedelta(seconds=5))
+    second = _rows(sessions, "w-2")
+
+    assert [(b, c) for b, c, _ in first] == [(Backend.MINDSPORE, CPU), (Backend.TORCH, GPU)]
+    assert all(later > earlier for (*_, earlier), (*_, later) in zip(first, second, strict=True))
+    with sessions() as session:
+        (torch,) = [r for r in WorkerRepository(session).of("w-2") if r.backend == Backend.TORCH]
+        assert torch.queues == ["reg.torch-gpu", "reg.torch"] and torch.gpus == ["H100"]
+        assert torch.hostname == "host-b" and torch.started_at == started
+        live = WorkerRepository(session).backends_with(GPU, started)
+        assert Backend.TORCH in live and Backend.MINDSPORE not in live
+
+    # Rows removed behind its back (a purge) are written again by its next beat.
+    assert registry.unregister(sessions, "w-2") == 2
+    assert _rows(sessions, "w-2") == []
+    registry.beat(sessions, rows, started, now=started + dt.timedelta(seconds=10))
+    assert len(_rows(sessions, "w-2")) == 2
+    assert registry.unregister(sessions, "w-2") == 2
+
+
+@pytest.mark.integration
+def test_a_worker_that_registers_forgets_rows_not_seen_for_a_day(
+    sessions: sessionmaker[Session], settings: Settings
+) -> None:
+    now = utcnow()
+    old = now - registry.FORGET_AFTER - dt.timedelta(minutes=1)
+    gone = registry.registrations(settings, "w-gone", "host-c", ["reg.torch"], {})
+    registry.beat(sessions, gone, old, now=old)
+    assert _rows(sessions, "w-gone")
+
+    fresh = registry.registrations(settings, "w-new", "host-c", ["reg.torch"], {})
+    registry.beat(sessions, fresh, now, now=now)
+
+    assert _rows(sessions, "w-gone") == []
+    assert len(_rows(sessions, "w-new")) == 1
+    registry.unregister(sessions, "w-new")
