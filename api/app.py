@@ -28,6 +28,7 @@ from api.routes import (
     monitoring,
     replays,
     sweeps,
+    workers,
 )
 from api.routes import session as session_routes
 from api.security import BrowserSafety
@@ -48,7 +49,8 @@ download its checkpoints. Every error is `{"error": {"code", "message", "fields"
 
 Every route that reads or changes a project's data needs a key of that project, sent as
 `Authorization: Bearer mfk_...` (or the dashboard's session cookie). `viewer` keys read, `member`
-keys also submit, cancel and resume, `admin` keys also manage the project's keys. Only `/healthz`,
+keys also submit, cancel and resume, `admin` keys also manage the project's keys. The registry of
+workers (`/v1/workers`) is shared by all projects: any key may read it. Only `/healthz`,
 `/readyz`, `/metrics` (Prometheus; counts over all projects, naming none), `/v1/algorithms` and the
 sign-in route are open.
 """
@@ -99,6 +101,7 @@ def create_app(
         replays.router,
         matches.router,
         sweeps.router,
+        workers.router,
         metrics.router,
         keys.router,
         session_routes.router,

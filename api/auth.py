@@ -4,8 +4,9 @@ Routers of project data are made with ``project_router``, which attaches ``autho
 route they hold, so a new route cannot forget it (``tests/api/test_api_auth.py`` walks the app's
 routes to hold that). ``authorize`` accepts ``Authorization: Bearer <key>`` or the dashboard's
 session cookie, and asks for the ``viewer`` role on reads and ``member`` on writes; the key routes
-ask for ``admin`` on top. A resource of another project is answered exactly like one that does not
-exist (404), so its existence is not revealed.
+ask for ``admin`` on top. The registry of workers (``/v1/workers``) is on such a router too,
+though it is shared by all projects: any key may read it. A resource of another project is
+answered exactly like one that does not exist (404), so its existence is not revealed.
 """
 
 from __future__ import annotations

@@ -146,6 +146,21 @@ class Client:
         params = {k: v for k, v in {**filters, **rest}.items() if v is not None}
         return self._json("GET", "/v1/experiments", params={**params, "limit": limit})
 
+    def workers(
+        self,
+        *,
+        backend: str | None = None,
+        resource_class: str | None = None,
+        live: bool | None = None,
+    ) -> Json:
+        """The registry of workers, shared by all projects: ``{"items", "stale_after_s"}``, each
+        item with ``live``; ``live=True`` only the live ones (``GET /v1/workers``)."""
+        filters = {"backend": backend, "resource_class": resource_class}
+        params: dict[str, str] = {k: v for k, v in filters.items() if v is not None}
+        if live is not None:
+            params["live"] = "true" if live else "false"
+        return self._json("GET", "/v1/workers", params=params)
+
     def get(self, experiment_id: str) -> Json:
         """One experiment."""
         return self._json("GET", f"/v1/experiments/{experiment_id}")

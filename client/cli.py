@@ -1,6 +1,6 @@
 """The ``marlforge`` verbs of a researcher's machine, over the REST API (``client.api``):
 ``login``, ``submit``, ``ls``, ``show``, ``watch``, ``logs``, ``cancel``, ``resume``, ``download``,
-``match ...`` (``client.matches``) and ``sweep ...`` (``client.sweeps``).
+``workers``, ``match ...`` (``client.matches``) and ``sweep ...`` (``client.sweeps``).
 
 ``core.cli`` adds these parsers (``add_parsers``) and hands their arguments to ``run``. Exit codes
 (docs/client.md): 0 ok; 1 the run failed or was cancelled, or the API refused the request; 2 a
@@ -16,7 +16,7 @@ import getpass
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +29,8 @@ STATUSES = ("pending", "queued", "running", "cancelling", "succeeded", "failed",
 Verb = Callable[[Client, argparse.Namespace], int]
 
 VERBS = (
-    "login", "submit", "ls", "show", "watch", "logs", "cancel", "resume", "download", "match",
-    "sweep",
+    "login", "submit", "ls", "show", "watch", "logs", "cancel", "resume", "download", "workers",
+    "match", "sweep",
 )  # fmt: skip
 
 
@@ -74,6 +74,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     download.add_argument("--checkpoint", default="latest", help="its id (default: latest)")
     download.add_argument("-o", "--output", default=None, help="the file to write")
     _json_flag(download)
+    workers = sub.add_parser("workers", help="list the deployment's workers (shared by projects)")
+    workers.add_argument("--backend", default=None)
+    workers.add_argument("--resource-class", choices=("cpu", "gpu"), default=None)
+    workers.add_argument("--live", action="store_true", help="only the live ones")
+    _json_flag(workers)
     matches.add_parser(sub, _read_spec, _json_flag)
     sweeps.add_parser(sub, _read_spec, _json_flag)
 
@@ -194,10 +199,14 @@ def ls(client: Client, args: argparse.Namespace) -> int:
         rows.append(
             (e["id"], e["name"][:30], e["algorithm"], e["backend"], e["status"], step, _ret(e))
         )
+    _table(rows)
+    return EXIT_OK
+
+
+def _table(rows: Sequence[Sequence[str]]) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-    return EXIT_OK
 
 
 def _ret(experiment: Json) -> str:
@@ -283,6 +292,24 @@ def download(client: Client, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def workers(client: Client, args: argparse.Namespace) -> int:
+    """A table of the registry's workers, a row per worker and backend (or the API's JSON)."""
+    listed = client.workers(
+        backend=args.backend, resource_class=args.resource_class, live=True if args.live else None
+    )
+    if args.json:
+        _print_json(listed)
+        return EXIT_OK
+    rows = [("ID", "HOST", "BACKEND", "CLASS", "GPUS", "LAST SEEN", "STATE")]
+    for w in listed["items"]:
+        gpus = ", ".join(w["gpus"]) or "-"
+        state = "live" if w["live"] else "stale"
+        seen = w["last_seen_at"]
+        rows.append((w["id"], w["hostname"], w["backend"], w["resource_class"], gpus, seen, state))
+    _table(rows)
+    return EXIT_OK
+
+
 VERB_FUNCTIONS: dict[str, Verb] = {
     "submit": submit,
     "ls": ls,
@@ -292,6 +319,7 @@ VERB_FUNCTIONS: dict[str, Verb] = {
     "cancel": cancel,
     "resume": resume,
     "download": download,
+    "workers": workers,
     "match": matches.run,
     "sweep": sweeps.run,
 }

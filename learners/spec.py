@@ -156,7 +156,8 @@ class SpecEnvelope(BaseModel):
     """Seeds the networks, the exploration and the environments: a spec always trains the same."""
     device: Device = Device.AUTO
     """``auto`` uses CUDA when the worker has it; ``cuda`` never falls back to the CPU: the service
-    queues it for a GPU worker of its backend only (a backend with no GPU build fails it)."""
+    queues it for a GPU worker of its backend only, and refuses it for a backend that cannot use a
+    GPU (``mindspore``, installed as its CPU build)."""
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
     """Values for the algorithm's config class; omitted ones take its (per-environment) defaults."""
     evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
@@ -251,6 +252,21 @@ def _nul_errors(value: Any, field: str) -> list[FieldError]:
     return []
 
 
+def _device_errors(envelope: SpecEnvelope) -> list[FieldError]:
+    """``cuda`` on a backend that cannot use a GPU (``learners.backends.GPU_BACKENDS``): refused
+    here rather than queued for a worker whose runtime would fail it (it has no GPU queue)."""
+    from learners.backends import GPU_BACKENDS
+
+    if envelope.device != Device.CUDA or envelope.backend in GPU_BACKENDS:
+        return []
+    able = ", ".join(sorted(GPU_BACKENDS))
+    reason = (
+        f"the {envelope.backend} backend cannot use a GPU: it is installed as its CPU build, so "
+        f"'cuda' is for {able} only; use 'auto' or 'cpu' on {envelope.backend}"
+    )
+    return [FieldError("device", reason)]
+
+
 def _with_env_defaults(envelope: SpecEnvelope, algo: AlgorithmEntry) -> SpecEnvelope:
     """The envelope with the algorithm's env defaults (``AlgorithmEntry.env_defaults``) in the
     places the spec left out: ``env.num_envs``, and each ``env.kwargs`` entry not given."""
@@ -312,6 +328,7 @@ def parse_spec(data: Mapping[str, Any]) -> ExperimentSpec:
                 f"(built: {built})",
             )
         )
+    errors.extend(_device_errors(envelope))
     envelope = _with_default_engine(_with_env_defaults(envelope, algo))
     if envelope.env.suite not in algo.suites:
         errors.append(

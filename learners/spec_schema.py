@@ -10,9 +10,10 @@ backends it is built for, the environments it trains on with the constructor arg
 action kind), and its hyperparameters as its config class describes them.
 
 What no JSON Schema can say stays a 422 and is listed in the schema's description: rules between
-two fields (``minibatches`` at most ``rollout_length``...) and the per-run limits of
-``learners.budget`` that depend on several fields (agents counted over two arguments, copies times
-agents, the memory estimate). Single arguments' bounds (``N`` at most 32...) are in the schema.
+two fields (``minibatches`` at most ``rollout_length``, ``cuda`` only on a backend that can use a
+GPU...) and the per-run limits of ``learners.budget`` that depend on several fields (agents counted
+over two arguments, copies times agents, the memory estimate). Single arguments' bounds (``N`` at
+most 32...) are in the schema.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ Schema = dict[str, Any]
 
 BEYOND_THE_SCHEMA = (
     "Checked beyond this schema, with a 422 naming the field: rules between two fields of one "
-    "algorithm's hyperparameters (e.g. PPO's `minibatches` at most `rollout_length`), and the "
-    "per-run limits (agents, episode length, and the estimated memory of the run against the "
+    "algorithm's hyperparameters (e.g. PPO's `minibatches` at most `rollout_length`), `device` "
+    "`cuda` with a backend that cannot use a GPU (`mindspore`, installed as its CPU build), and "
+    "the per-run limits (agents, episode length, and the estimated memory of the run against the "
     "server's per-run budget)."
 )
 

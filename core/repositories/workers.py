@@ -64,6 +64,27 @@ class WorkerRepository:
         )
         return list(self.session.scalars(query))
 
+    def listing(
+        self,
+        live_since: dt.datetime,
+        *,
+        backend: Backend | None = None,
+        resource: ResourceClass | None = None,
+        live: bool | None = None,
+    ) -> list[WorkerRecord]:
+        """The rows the registry holds, by worker and backend: only ``backend``'s, only those of
+        ``resource``'s class, and only the live ones (seen at or after ``live_since``) or only
+        the stale ones, when given."""
+        query = select(WorkerRecord).order_by(WorkerRecord.id, WorkerRecord.backend)
+        if backend is not None:
+            query = query.where(WorkerRecord.backend == backend)
+        if resource is not None:
+            query = query.where(WorkerRecord.resource_class == resource)
+        if live is not None:
+            seen = WorkerRecord.last_seen_at
+            query = query.where(seen >= live_since if live else seen < live_since)
+        return list(self.session.scalars(query))
+
     def backends_with(self, resource: ResourceClass, since: dt.datetime) -> set[Backend]:
         """The backends that a worker of ``resource``'s class seen at or after ``since``
         consumes (one query)."""

@@ -117,6 +117,7 @@ def test_the_walk_covers_every_kind_of_route() -> None:
         "/v1/sweeps/{sweep_id}",
         "/v1/sweeps/{sweep_id}/cancel",
         "/v1/sweeps/{sweep_id}/summary.csv",
+        "/v1/workers",
     } <= paths
 
 

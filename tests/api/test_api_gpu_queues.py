@@ -1,6 +1,7 @@
 """GPU queues over HTTP on the session's PostgreSQL (each test rolled back) and a real broker
 transport: a ``cuda`` run is queued on its backend's GPU queue (submitted, resumed, or started by
-its sweep), ``cpu`` and ``auto`` runs on the plain one; a ``cuda`` run says it waits for a GPU
+its sweep), ``cpu`` and ``auto`` runs on the plain one, and a ``cuda`` spec of a backend that
+cannot use a GPU (MindSpore) is refused, experiment or sweep; a ``cuda`` run says it waits for a GPU
 worker while the registry of workers holds no live GPU worker of its backend, and stops saying so
 when one is registered; the run record shows the device it ran on."""
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from core.db import utcnow
@@ -94,15 +95,62 @@ def test_a_cuda_run_goes_to_the_gpu_queue_and_cpu_and_auto_to_the_plain_one(
     assert cuda["device"] is None
 
 
-def test_a_cuda_run_of_a_backend_without_a_gpu_build_goes_to_its_plain_queue(
+def test_a_cuda_spec_of_a_backend_that_cannot_use_a_gpu_is_refused(
+    client: TestClient, example_spec: dict[str, Any], queued_messages: Messages, session: Session
+) -> None:
+    # MindSpore is installed as its CPU build: a cuda run of it could never start, so it is
+    # refused at submission, naming the field and why, instead of failing on its worker.
+    spec = {**example_spec, "backend": "mindspore", "device": "cuda"}
+    refused = client.post("/v1/experiments", json=spec)
+
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"]["code"] == "invalid_spec"
+    (problem,) = refused.json()["error"]["fields"]
+    assert problem["field"] == "device"
+    assert "the mindspore backend cannot use a GPU" in problem["reason"]
+    assert "CPU build" in problem["reason"] and "tensorflow, torch" in problem["reason"]
+    assert queued_messages() == []
+    assert session.scalars(select(Experiment.id)).all() == []
+
+    # Its cpu and auto runs are queued as before, and a cuda run of a backend with a GPU too.
+    cpu = _submit(client, example_spec, backend="mindspore", device="cpu")
+    auto = _submit(client, example_spec, backend="mindspore", device="auto")
+    cuda = _submit(client, example_spec, backend="torch", device="cuda")
+    assert cpu["status"] == auto["status"] == cuda["status"] == "queued"
+    assert _queue_of(queued_messages, cpu["id"]) == ["apitest.mindspore"]
+    assert _queue_of(queued_messages, auto["id"]) == ["apitest.mindspore"]
+    assert _queue_of(queued_messages, cuda["id"]) == ["apitest.torch-gpu"]
+
+
+def test_a_sweep_of_cuda_runs_of_a_backend_that_cannot_use_a_gpu_is_refused(
     client: TestClient, example_spec: dict[str, Any], queued_messages: Messages
 ) -> None:
-    # MindSpore runs on the CPU here: its worker fails a cuda run at once with MindSpore's
-    # reason, rather than the run waiting for a GPU worker that cannot exist.
-    run = _submit(client, example_spec, backend="mindspore", device="cuda")
+    base = {k: v for k, v in example_spec.items() if k != "seed"}
 
-    assert _queue_of(queued_messages, run["id"]) == ["apitest.mindspore"]
-    assert run["status_reason"] is None
+    in_base = client.post(
+        "/v1/sweeps", json={"base": {**base, "backend": "mindspore", "device": "cuda"}, "seeds": 2}
+    )
+    swept = client.post(
+        "/v1/sweeps",
+        json={
+            "base": {**base, "backend": "mindspore"},
+            "space": {"grid": {"device": ["cpu", "cuda"]}},
+            "seeds": 1,
+        },
+    )
+
+    assert in_base.status_code == 422, in_base.text
+    (problem,) = in_base.json()["error"]["fields"]
+    assert problem["field"] == "base.device"
+    assert "the mindspore backend cannot use a GPU" in problem["reason"]
+    assert swept.status_code == 422, swept.text
+    (problem,) = swept.json()["error"]["fields"]
+    assert problem["field"] == "space.grid.device"
+    assert (
+        '"cuda"' in problem["reason"] and "mindspore backend cannot use a GPU" in problem["reason"]
+    )
+    assert queued_messages() == []
+    assert client.get("/v1/sweeps").json()["items"] == []
 
 
 def test_the_waiting_reason_follows_the_registry_of_gpu_workers(

@@ -1,8 +1,9 @@
 """The published spec schema says what the server enforces. Specs drawn from the schema itself (by
 schemathesis' generator, the one the fuzzer uses) are accepted, or refused only by the rules the
-schema's description lists as beyond any JSON Schema: rules between two fields and the per-run
-limits that depend on several fields (the memory estimate, agents over two arguments, copies times
-agents) or on the environment's own constructor."""
+schema's description lists as beyond any JSON Schema: rules between two fields (among them `cuda`
+with a backend that cannot use a GPU) and the per-run limits that depend on several fields (the
+memory estimate, agents over two arguments, copies times agents) or on the environment's own
+constructor."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ BEYOND_THE_SCHEMA = [
     ("hyperparameters.minibatches", "cannot exceed rollout_length"),
     ("hyperparameters.chunk_length", "cannot exceed rollout_length"),
     ("hyperparameters.episode_buffer_size", "must hold at least episode_batch_size"),
+    ("device", "backend cannot use a GPU"),  # cuda on a backend without one (mindspore)
 ]
 
 

@@ -1,0 +1,64 @@
+"""``marlforge workers`` against a live service (an API process and a torch worker on PostgreSQL and
+Redis): the worker registers itself when it is ready, and the verb lists it as the API does."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+from typing import Any
+
+import pytest
+from cli_support import Cli, LiveServer
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.e2e,
+    pytest.mark.integration,
+    pytest.mark.xdist_group("client"),
+    pytest.mark.timeout(150),  # starts the API and a worker; trains nothing
+]
+
+
+def _env(server: LiveServer) -> dict[str, str]:
+    return {"MARLFORGE_URL": server.url, "MARLFORGE_API_KEY": server.key}
+
+
+def _registered(marlforge: Cli, server: LiveServer) -> list[dict[str, Any]]:
+    """The listed workers once the worker's first beat has written its row (a thread of its own,
+    started when its consumer is ready)."""
+    deadline = time.monotonic() + 30
+    while True:
+        done = marlforge("workers", "--json", env=_env(server))
+        assert done.returncode == 0, done.stdout + done.stderr
+        items: list[dict[str, Any]] = json.loads(done.stdout)["items"]
+        if items or time.monotonic() > deadline:
+            return items
+        time.sleep(0.5)
+
+
+def test_workers_lists_the_running_worker(live_server: LiveServer, marlforge: Cli) -> None:
+    (worker,) = _registered(marlforge, live_server)
+    assert worker["hostname"] == socket.gethostname()
+    assert (worker["backend"], worker["resource_class"], worker["live"]) == ("torch", "cpu", True)
+    assert worker["gpus"] == [] and worker["queues"][0].endswith("torch")
+
+    table = marlforge("workers", env=_env(live_server))
+    assert table.returncode == 0, table.stderr
+    header, row = table.stdout.splitlines()
+    assert header.split() == ["ID", "HOST", "BACKEND", "CLASS", "GPUS", "LAST", "SEEN", "STATE"]
+    assert row.split() == [
+        worker["id"], worker["hostname"], "torch", "cpu", "-", worker["last_seen_at"], "live",
+    ]  # fmt: skip
+    assert live_server.key not in table.stdout + table.stderr
+
+    gpu = marlforge("workers", "--resource-class", "gpu", "--live", env=_env(live_server))
+    assert gpu.returncode == 0 and gpu.stdout.splitlines()[1:] == []
+
+
+def test_workers_needs_a_key(live_server: LiveServer, marlforge: Cli) -> None:
+    wrong: subprocess.CompletedProcess[str] = marlforge(
+        "workers", env={"MARLFORGE_URL": live_server.url, "MARLFORGE_API_KEY": "mfk_" + "x" * 43}
+    )
+    assert wrong.returncode == 4 and "the server refused the key" in wrong.stderr
