@@ -231,6 +231,12 @@ def engine_errors(env_spec: EnvSpec) -> list[FieldError]:
         return [FieldError("env.engine", f"{reason}: leave env.engine out or set it to mpe2")]
     if env_spec.id not in MPE_ENVS or kwarg_errors(env_spec.suite, env_spec.id, env_spec.kwargs):
         return []
+    # Counts past their bounds (N=5000) are refused by name by learners.budget; building the
+    # scenario first would pair every body with every other (minutes, gigabytes) to find out.
+    from learners.budget import env_kwarg_errors
+
+    if env_kwarg_errors(env_spec):
+        return []
     from learners.envs.vector.engine import build_scenario
 
     try:

@@ -55,7 +55,16 @@ def refusals(spec: ExperimentSpec, budget: int = BUDGET) -> dict[str, str]:
 # -- structural bounds ----------------------------------------------------------------------------
 
 
-def test_thousands_of_agents_are_refused_by_name_before_any_env_is_built() -> None:
+def test_thousands_of_agents_are_refused_by_name_before_any_env_is_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A spy on the vector engine's scenario builder: choosing the default engine must not build
+    # a 5,000-agent scenario (25 million body pairs) to find the count out of bounds.
+    import learners.envs.vector.engine as engine
+
+    built: list[str] = []
+    real = engine.build_scenario
+    monkeypatch.setattr(engine, "build_scenario", lambda *a: built.append(a[0]) or real(*a))
     spec = spec_of(
         Algorithm.MAPPO,
         {"suite": "mpe", "id": "simple_spread_v3", "num_envs": 4, "kwargs": {"N": 5000}},
@@ -65,6 +74,7 @@ def test_thousands_of_agents_are_refused_by_name_before_any_env_is_built() -> No
         "env.kwargs.N": "at most 32 agents on simple_spread_v3 (got 5000)"
     }
     assert result.estimate is None
+    assert built == []
 
 
 @pytest.mark.parametrize(
