@@ -1,0 +1,203 @@
+"""A stability sweep: many seeds of MAPPO/IPPO (or any algorithm) at their defaults, counted for
+collapses and summarised as an interquartile mean with a 95% bootstrap interval.
+
+    python benchmarks/stability.py --algorithms mappo ippo --backends torch \
+        --seeds 100 101 102 103 104 105 106 107 108 109 --steps 1000000 --jobs 2 --out var/stability
+
+Each run is its own process with one thread (``OMP_NUM_THREADS=1``, ``MARLFORGE_CPU_THREADS=1``),
+at most ``--jobs`` at a time, and writes ``<out>/<algorithm>-<backend>-<seed>.json`` (its eval
+curve and every logged learner stat); a run whose file exists is not run again, so an interrupted
+sweep continues where it stopped. ``--summary`` only prints the table of what is there.
+
+A run **collapsed** when the policy's entropy (the learner's, averaged over each log interval) fell
+below ``--entropy-floor`` (0.3 nats; simple_spread's five actions start at 1.61) at any point, or
+when an evaluation after the first ``--grace`` env steps scored worse than a uniform random
+policy on the same scenario (measured here with a 200-episode match against ``"random"``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+ONE_THREAD = {
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "TF_NUM_INTRAOP_THREADS": "1",
+    "TF_NUM_INTEROP_THREADS": "1",
+    "MARLFORGE_CPU_THREADS": "1",
+}
+
+
+def run_one(algorithm: str, backend: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Train one seed in this process; its eval curve, learner stats and times."""
+    from learning import EchoHooks, default_spec, parse_overrides
+
+    from learners.training import train
+
+    spec = default_spec(
+        algorithm, backend, args.env, seed=seed, steps=args.steps, num_envs=args.num_envs,
+        eval_every=args.eval_every, eval_episodes=args.eval_episodes,
+        hyperparameters=parse_overrides(args.set),
+    )  # fmt: skip
+    hooks = EchoHooks(seed)
+    train(spec, hooks)
+    stats: dict[str, list[tuple[int, float]]] = {}
+    for point in hooks.points:
+        if point.name.startswith("learner/"):
+            stats.setdefault(point.name.removeprefix("learner/"), []).append(
+                (point.step, point.value)
+            )
+    return {
+        "algorithm": algorithm,
+        "backend": backend,
+        "seed": seed,
+        "env": args.env,
+        "steps": args.steps,
+        "set": args.set,
+        "evals": hooks.series("eval/episode_return"),
+        "stats": stats,
+        "wall_s": time.perf_counter() - hooks.start,
+        "cpu_s": time.process_time() - hooks.cpu_start,
+    }
+
+
+def random_return(env_id: str, episodes: int = 200) -> float:
+    """A uniform random policy's mean episode return on ``env_id`` (its one team)."""
+    from learners.enums import EnvSuite
+    from learners.envs.catalogue import scenario_teams
+    from learners.matches import play_match
+    from learners.spec import EnvSpec
+
+    env = EnvSpec(suite=EnvSuite.MPE, id=env_id)
+    teams = scenario_teams(EnvSuite.MPE, env_id)
+    result = play_match(env, {team: "random" for team in teams}, episodes=episodes, seed=0)
+    return float(np.mean([score.mean_return for score in result.teams.values()]))
+
+
+def collapsed(run: dict[str, Any], floor: float, random: float, grace: int) -> list[str]:
+    """Why ``run`` counts as collapsed (empty: it did not)."""
+    why = []
+    entropy = run["stats"].get("entropy", [])
+    if entropy and (low := min(v for _, v in entropy)) < floor:
+        step = next(s for s, v in entropy if v == low)
+        why.append(f"entropy {low:.2f} at {step}")
+    late = [(s, v) for s, v in run["evals"] if s > grace and v < random]
+    if late:
+        step, value = min(late, key=lambda sv: sv[1])
+        why.append(f"eval {value:.1f} at {step}")
+    return why
+
+
+def summary(out: Path, args: argparse.Namespace) -> None:
+    from core.sweeps.stats import bootstrap_ci, iqm
+
+    random = random_return(args.env)
+    print(f"uniform random policy on {args.env}: {random:.1f} (200 episodes)")
+    runs = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for run in runs:
+        groups.setdefault((run["algorithm"], run["backend"]), []).append(run)
+    print("| algorithm | backend | seeds | final return per seed | IQM [95% CI] | collapses |")
+    print("|---|---|---|---|---|---|")
+    for (algorithm, backend), group in sorted(groups.items()):
+        group.sort(key=lambda r: r["seed"])
+        finals = [r["evals"][-1][1] for r in group]
+        point = float(iqm(finals))
+        ci = bootstrap_ci(finals, iqm)
+        falls = [(r["seed"], collapsed(r, args.entropy_floor, random, args.grace)) for r in group]
+        falls = [(s, why) for s, why in falls if why]
+        seeds = f"{group[0]['seed']}-{group[-1]['seed']}" if len(group) > 1 else group[0]["seed"]
+        fall_text = "; ".join(f"seed {s}: {', '.join(why)}" for s, why in falls)
+        per_seed = ", ".join(f"{v:.1f}" for v in finals)
+        print(
+            f"| {algorithm} | {backend} | {seeds} | {per_seed} | {point:.1f} "
+            f"[{ci.low:.1f}, {ci.high:.1f}] | {len(falls)}/{len(group)}"
+            + (f" ({fall_text})" if falls else "")
+            + " |"
+        )
+        entropy = [
+            min(v for _, v in r["stats"]["entropy"]) for r in group if "entropy" in r["stats"]
+        ]
+        cpu = [r["cpu_s"] for r in group]
+        if entropy:
+            print(
+                f"  lowest entropy per run: min {min(entropy):.2f}, median {np.median(entropy):.2f}"
+            )
+        print(f"  CPU seconds per run: median {np.median(cpu):.0f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--algorithms", nargs="+", default=["mappo", "ippo"])
+    parser.add_argument("--backends", nargs="+", default=["torch"])
+    parser.add_argument("--env", default="simple_spread_v3")
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(range(100, 110)))
+    parser.add_argument("--steps", type=int, default=1_000_000)
+    parser.add_argument("--num-envs", type=int, default=8)
+    parser.add_argument("--eval-every", type=int, default=100_000)
+    parser.add_argument("--eval-episodes", type=int, default=20)
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=ROOT / "var" / "stability")
+    parser.add_argument("--entropy-floor", type=float, default=0.3)
+    parser.add_argument("--grace", type=int, default=100_000)
+    parser.add_argument("--summary", action="store_true", help="only print the table")
+    parser.add_argument(
+        "--one", nargs=3, metavar=("ALGORITHM", "BACKEND", "SEED"), help=argparse.SUPPRESS
+    )
+    args = parser.parse_args()
+
+    if args.one is not None:
+        algorithm, backend, seed = args.one
+        result = run_one(algorithm, backend, int(seed), args)
+        path = args.out / f"{algorithm}-{backend}-{seed}.json"
+        partial = path.with_suffix(".part")
+        partial.write_text(json.dumps(result))
+        partial.replace(path)
+        return
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    if not args.summary:
+        todo = [
+            (a, b, s)
+            for a in args.algorithms
+            for b in args.backends
+            for s in args.seeds
+            if not (args.out / f"{a}-{b}-{s}.json").exists()
+        ]
+        passed = sys.argv[1:]
+
+        def launch(job: tuple[str, str, int]) -> None:
+            a, b, s = job
+            log = args.out / f"{a}-{b}-{s}.log"
+            with log.open("w") as handle:
+                code = subprocess.call(
+                    [sys.executable, __file__, *passed, "--one", a, b, str(s)],
+                    stdout=handle, stderr=subprocess.STDOUT, env={**os.environ, **ONE_THREAD},
+                )  # fmt: skip
+            print(f"{a} {b} seed {s}: exit {code}", flush=True)
+
+        with ThreadPoolExecutor(args.jobs) as pool:
+            list(pool.map(launch, todo))
+    summary(args.out, args)
+
+
+if __name__ == "__main__":
+    main()
