@@ -24,7 +24,7 @@ up: install
 ## The whole test suite, on every core up to four (PostgreSQL and Redis from MARLFORGE_DATABASE_URL
 ## and MARLFORGE_BROKER_URL or the local defaults).
 test: install chromium
-	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadgroup
+	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadgroup --durations=25
 
 ## Everything but the slow tests.
 test-fast: install
