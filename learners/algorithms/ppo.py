@@ -171,6 +171,12 @@ class PPOStats:
     learning_rate: float
     explained_variance: float
     """1 - Var(returns - values) / Var(returns) of the rollout's values (reward units)."""
+    target_mean: float
+    """The mean of the critic's regression targets (GAE returns, reward units) over live agents."""
+    target_max: float
+    """The largest of them. A value target above any return the rewards allow (above 0 on
+    simple_spread, where no reward is positive) is the critic bootstrapping from its own
+    extrapolations: ``docs/algorithms.md``, "Policy collapse: the mechanism"."""
 
     def as_dict(self) -> dict[str, float]:
         return {k: float(v) for k, v in asdict(self).items()}
@@ -187,6 +193,10 @@ class RolloutTargets:
     mask: NDArray[np.float32]
     """The agent mask: 1 where the agent was alive at that step."""
     explained_variance: float
+    target_mean: float
+    """The mean GAE return (reward units, before normalisation) over live agents; NaN if none."""
+    target_max: float
+    """The largest GAE return (reward units) over live agents; NaN if none."""
 
 
 def rollout_targets(
@@ -210,12 +220,15 @@ def rollout_targets(
     )
     mask = buffer.agent_mask
     explained = explained_variance(values, returns, mask)
+    live = returns[mask > 0]
+    target_mean = float(np.mean(live, dtype=np.float64)) if live.size else float("nan")
+    target_max = float(np.max(live)) if live.size else float("nan")
     if config.value_norm:
         normalizer.update(returns, mask)
         returns = normalizer.normalize(returns)
     if config.advantage_norm:
         advantages = normalize_per_team(advantages, mask, buffer.info.teams)
-    return RolloutTargets(advantages, returns, mask, explained)
+    return RolloutTargets(advantages, returns, mask, explained, target_mean, target_max)
 
 
 def normalize_per_team(

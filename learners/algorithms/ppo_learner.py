@@ -191,10 +191,10 @@ def minibatch_indices(
 
 
 def mean_stats(
-    terms: NDArray[np.float64], learning_rate: float, explained_variance: float
+    terms: NDArray[np.float64], learning_rate: float, targets: RolloutTargets
 ) -> PPOStats:
     """``PPOStats`` from every minibatch's ``TRAIN_TERMS`` (one row each): their means, summed in
-    minibatch order in float64."""
+    minibatch order in float64; and what the rollout's ``targets`` report."""
     totals = np.zeros(len(TRAIN_TERMS))
     for row in terms:
         totals += row
@@ -202,7 +202,9 @@ def mean_stats(
     return PPOStats(
         **{name: float(value) for name, value in zip(TRAIN_TERMS, means, strict=True)},
         learning_rate=learning_rate,
-        explained_variance=explained_variance,
+        explained_variance=targets.explained_variance,
+        target_mean=targets.target_mean,
+        target_max=targets.target_max,
     )
 
 
@@ -327,7 +329,7 @@ class PPOLearner(NetworkState, Generic[A]):
         rows = training_rows(self.config, buffer, targets)
         terms = self._train(rows, minibatch_indices(self.config, rows.count, self.minibatch_rng))
         self.updates += 1
-        return mean_stats(terms, self.learning_rate, targets.explained_variance)
+        return mean_stats(terms, self.learning_rate, targets)
 
     # -- checkpoints --------------------------------------------------------------------------
 

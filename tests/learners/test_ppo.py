@@ -174,6 +174,24 @@ def test_defect4_gae_on_denormalised_values_and_normalised_targets() -> None:
     # The statistics absorbed the returns; the target is the returns normalised with them.
     assert normalizer.count == seen[2] + buffer.agent_mask.sum()
     np.testing.assert_allclose(targets.returns, normalizer.normalize(returns), rtol=1e-5, atol=1e-5)
+    # The reported targets are the returns in reward units, over live agents only.
+    live = returns[buffer.agent_mask > 0]
+    assert targets.target_mean == pytest.approx(float(live.mean()), rel=1e-5)
+    assert targets.target_max == pytest.approx(float(live.max()), rel=1e-5)
+    env.close()
+
+
+def test_target_stats_leave_out_agents_that_are_not_alive() -> None:
+    env, learner = make("ippo", value_norm=False, advantage_norm=False)
+    buffer = rollout(env, learner)
+    buffer.rewards[:, :, 0] = 1000.0  # agent 0's returns would be the largest by far ...
+    buffer.agent_mask[:, :, 0] = 0.0  # ... but it was never alive
+    targets = rollout_targets(learner.config, buffer, ValueNormalizer())
+    assert targets.target_max < 1000.0
+    assert targets.target_max == pytest.approx(float(targets.returns[:, :, 1:].max()), rel=1e-6)
+    buffer.agent_mask[:] = 0.0
+    empty = rollout_targets(learner.config, buffer, ValueNormalizer())
+    assert np.isnan(empty.target_mean) and np.isnan(empty.target_max)
     env.close()
 
 

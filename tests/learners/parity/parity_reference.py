@@ -517,6 +517,7 @@ def ppo_stats(
     mb = _ppo_rows(config, buffer, data)
     stats = _ppo_terms(config, info, before, mb, normalizer, defect)
     stats["explained_variance"] = targets.explained_variance
+    stats["target_mean"], stats["target_max"] = targets.target_mean, targets.target_max
     return stats
 
 
