@@ -35,7 +35,6 @@ import torch  # noqa: E402
 from learning import default_spec, parse_overrides  # noqa: E402
 
 import learners.algorithms.ppo_learner as ppo_learner  # noqa: E402
-import learners.runners.on_policy as on_policy  # noqa: E402
 from learners.algorithms.ppo import rollout_targets  # noqa: E402
 from learners.hooks import MemoryHooks, MetricPoint  # noqa: E402
 from learners.training import train  # noqa: E402
@@ -43,6 +42,12 @@ from learners.training import train  # noqa: E402
 ROWS: list[dict[str, Any]] = []
 TARGETS: dict[str, float] = {}
 TIME_LIMIT_TERMINAL = "--time-limit-terminal" in sys.argv
+
+
+def far_from_origin(obs: Any) -> Any:
+    """Which agent-steps are more than 2 from the origin (simple_spread draws agents and landmarks
+    within 1; the observation's features 2:4 are the agent's position)."""
+    return np.linalg.norm(obs[..., 2:4], axis=-1) > 2.0
 
 
 def watched_targets(config: Any, buffer: Any, normalizer: Any) -> Any:
@@ -55,7 +60,7 @@ def watched_targets(config: Any, buffer: Any, normalizer: Any) -> Any:
     returns = targets.returns
     if config.value_norm:
         returns = normalizer.denormalize(returns)
-    far = np.linalg.norm(buffer.obs[..., 2:4], axis=-1) > 2.0
+    far = far_from_origin(buffer.obs)
     TARGETS.clear()
     TARGETS.update(
         v_near=float(values[~far].mean()),
@@ -135,47 +140,39 @@ def main() -> None:
     )  # fmt: skip
     args = parser.parse_args()
 
-    original_update: dict[str, Any] = {}
-    original_collect = on_policy.collect_rollout
+    original_update = ppo_learner.PPOLearner.update
 
-    def collect(env: Any, learner: Any, buffer: Any, *rest: Any, **kw: Any) -> Any:
-        if "update" not in original_update:
-            original_update["update"] = learner.update
+    def update(learner: Any, buf: Any) -> Any:
+        view = rollout_view(learner, buf)
+        stats = original_update(learner, buf)
+        row = {
+            "step": learner.updates * buf.length * buf.obs.shape[1],
+            **view,
+            **stats.as_dict(),
+            **TARGETS,
+            "vn_mean": float(learner.normalizer.mean),
+            "vn_std": learner.normalizer.std,
+        }
+        ROWS.append(row)
+        if len(ROWS) % args.every == 0:
+            print(
+                f"{row['step']:>8} r {row['reward']:6.3f} H {row['entropy']:.3f}"
+                f" kl {row['approx_kl']:.4f} clip {row['clip_fraction']:.3f}"
+                f" g {row['grad_norm']:6.2f} ev {row['explained_variance']:5.2f}"
+                f" vn {row['vn_mean']:6.2f}/{row['vn_std']:5.2f}"
+                f" | origin {row['from_origin']:5.2f} far {row['far_fraction']:.2f}"
+                f" lm {row['nearest_landmark']:5.2f} |obs| {row['max_abs_obs']:6.1f}"
+                f" top {row['top_prob']:.3f} spread {row['logit_spread']:6.2f}"
+                f" corr {row['corr_origin_top']:5.2f}"
+                f" | V near {row['v_near']:6.1f} far {row['v_far']:6.1f}"
+                f" R near {row['ret_near']:6.1f} far {row['ret_far']:6.1f}"
+                f" R in [{row['ret_min']:.0f}, {row['ret_max']:.0f}]"
+                f" >0 {row['positive']:.2f}",
+                flush=True,
+            )
+        return stats
 
-            def update(buf: Any) -> Any:
-                view = rollout_view(learner, buf)
-                stats = original_update["update"](buf)
-                row = {
-                    "step": learner.updates * buf.length * buf.obs.shape[1],
-                    **view,
-                    **stats.as_dict(),
-                    **TARGETS,
-                    "vn_mean": float(learner.normalizer.mean),
-                    "vn_std": learner.normalizer.std,
-                }
-                ROWS.append(row)
-                if len(ROWS) % args.every == 0:
-                    print(
-                        f"{row['step']:>8} r {row['reward']:6.3f} H {row['entropy']:.3f}"
-                        f" kl {row['approx_kl']:.4f} clip {row['clip_fraction']:.3f}"
-                        f" g {row['grad_norm']:6.2f} ev {row['explained_variance']:5.2f}"
-                        f" vn {row['vn_mean']:6.2f}/{row['vn_std']:5.2f}"
-                        f" | origin {row['from_origin']:5.2f} far {row['far_fraction']:.2f}"
-                        f" lm {row['nearest_landmark']:5.2f} |obs| {row['max_abs_obs']:6.1f}"
-                        f" top {row['top_prob']:.3f} spread {row['logit_spread']:6.2f}"
-                        f" corr {row['corr_origin_top']:5.2f}"
-                        f" | V near {row['v_near']:6.1f} far {row['v_far']:6.1f}"
-                        f" R near {row['ret_near']:6.1f} far {row['ret_far']:6.1f}"
-                        f" R in [{row['ret_min']:.0f}, {row['ret_max']:.0f}]"
-                        f" >0 {row['positive']:.2f}",
-                        flush=True,
-                    )
-                return stats
-
-            learner.update = update
-        return original_collect(env, learner, buffer, *rest, **kw)
-
-    on_policy.collect_rollout = collect
+    ppo_learner.PPOLearner.update = update  # type: ignore[method-assign]
     spec = default_spec(
         args.algorithm, "torch", "simple_spread_v3", seed=args.seed, steps=args.steps,
         num_envs=args.num_envs, eval_every=args.eval_every, eval_episodes=20,

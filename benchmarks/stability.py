@@ -93,9 +93,10 @@ def collapsed(run: dict[str, Any], floor: float, random: float, grace: int) -> l
     """Why ``run`` counts as collapsed (empty: it did not)."""
     why = []
     entropy = run["stats"].get("entropy", [])
-    if entropy and (low := min(v for _, v in entropy)) < floor:
-        step = next(s for s, v in entropy if v == low)
-        why.append(f"entropy {low:.2f} at {step}")
+    if entropy:
+        step, low = min(entropy, key=lambda sv: sv[1])
+        if low < floor:
+            why.append(f"entropy {low:.2f} at {step}")
     late = [(s, v) for s, v in run["evals"] if s > grace and v < random]
     if late:
         step, value = min(late, key=lambda sv: sv[1])
