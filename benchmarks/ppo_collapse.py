@@ -172,7 +172,7 @@ def main() -> None:
             )
         return stats
 
-    ppo_learner.PPOLearner.update = update  # type: ignore[method-assign]
+    ppo_learner.PPOLearner.update = update  # type: ignore[method-assign,assignment]
     spec = default_spec(
         args.algorithm, "torch", "simple_spread_v3", seed=args.seed, steps=args.steps,
         num_envs=args.num_envs, eval_every=args.eval_every, eval_episodes=20,
