@@ -28,6 +28,10 @@ from learners.envs.mpe import MPEVecEnv
 from learners.registry import built_pairs, entry
 from learners.runners.off_policy import random_actions
 
+# One worker for the module under ``--dist loadgroup``: the cases share each backend's learners
+# (``_learner`` builds each once per process), and MindSpore's compile costs more than the tests.
+pytestmark = pytest.mark.xdist_group("maddpg-gradient")
+
 BACKENDS = [b for a, b in built_pairs() if a == Algorithm.MADDPG]
 ADVERSARIES, AGENT = (0, 1, 2), 3  # simple_tag_v3's agents: adversary_0..2, agent_0
 Tensors = Mapping[str, Any]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from parity_assert import ONE_UPDATE, STAT_FLOOR, assert_close
-from parity_cases import MINDSPORE_VARIANTS, VARIANTS, Variant, build, data, update, variants
+from parity_cases import SUBSET_VARIANTS, VARIANTS, Variant, build, data, update, variants
 from parity_reference import oracle_stats
 
 from learners.algorithms.ppo import PPOConfig
@@ -54,14 +54,19 @@ def test_one_update_matches_the_oracle(
         assert_close(stats[name], value, ONE_UPDATE, f"{name} vs the oracle", floor=STAT_FLOOR)
 
 
-def test_mindspores_variants_take_every_choice() -> None:
-    """``MINDSPORE_VARIANTS`` names variants that exist, and together they take every choice the
+def test_each_compiled_backends_variants_take_every_choice() -> None:
+    """``SUBSET_VARIANTS`` names variants that exist; each backend's subset takes every choice the
     full set takes (each word of a variant's name: action kind, memory, layout, minibatching,
-    critic, weighting, clipping)."""
-    for algorithm, names in MINDSPORE_VARIANTS.items():
-        every = {v.name for v in VARIANTS[algorithm]()}
-        assert names <= every, f"{algorithm}: unknown {sorted(names - every)}"
+    critic, weighting, clipping); and together the subsets hold every variant."""
+    for algorithm, make in VARIANTS.items():
+        every = {v.name for v in make()}
         words = {w for name in every for w in name.split("-")}
-        covered = {w for name in names for w in name.split("-")}
-        missing = sorted(words - covered)
-        assert not missing, f"{algorithm}: no MindSpore variant takes {missing}"
+        union: set[str] = set()
+        for backend, subsets in SUBSET_VARIANTS.items():
+            names = subsets[algorithm]
+            assert names <= every, f"{algorithm} in {backend}: unknown {sorted(names - every)}"
+            covered = {w for name in names for w in name.split("-")}
+            missing = sorted(words - covered)
+            assert not missing, f"{algorithm}: no {backend} variant takes {missing}"
+            union |= names
+        assert union == every, f"{algorithm}: no compiled backend runs {sorted(every - union)}"
