@@ -166,15 +166,20 @@ def _wqmix_plan(cfg: WQMIXConfig, shape: EnvShape, num_envs: int) -> Plan:
     h = cfg.hidden_sizes
     rnn = cfg.rnn_hidden_size if cfg.recurrent else None
     agent = agent_mlp_params(d, h, a, n, cfg.share_parameters, rnn)
-    hh, embed, central = cfg.hypernet_hidden, cfg.mixing_embed_dim, (cfg.central_mixer_hidden,) * 2
+    hh, embed = cfg.hypernet_hidden, cfg.mixing_embed_dim
+    central = (cfg.central_mixer_hidden,) * cfg.central_mixer_layers
     mixer = mlp_params(s, (hh,), n * embed) + mlp_params(s, (), embed)
     mixer += mlp_params(s, (hh,), embed) + mlp_params(s, (embed,), 1)
     central_mixer = mlp_params(n + s, central, 1)
+    if cfg.central_mixer_value:
+        central_mixer += mlp_params(s, (cfg.central_mixer_hidden,), 1)
     # Per row (a transition, or a step of a sampled episode): four agent passes and one to spare
     # (QMIX and central agents on o, greedy and target ones on o'), the QMIX mixer and its
     # hypernetworks' outputs, the central mixer live and target.
     per_row = 5 * n * _width(d + n, h, a, rnn) + 2 * (s + 2 * hh + 2 * n * embed + 4 * embed)
     per_row += 2 * _width(n + s, central, 1)
+    if cfg.central_mixer_value:
+        per_row += 2 * _width(s, (cfg.central_mixer_hidden,), 1)
     if cfg.recurrent:
         episode = episode_bytes(shape)
         rows = cfg.episode_batch_size * (shape.max_episode_steps + 1)

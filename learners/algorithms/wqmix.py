@@ -105,7 +105,12 @@ class WQMIXConfig(AlgorithmConfig):
     hypernet_hidden: int = Field(default=64, ge=1, le=1024)
     """Hidden width of the hypernetworks that produce the mixing weights from the state."""
     central_mixer_hidden: int = Field(default=256, ge=1, le=4096)
-    """Hidden width of the unrestricted feed-forward mixer of Q*."""
+    """Hidden width of the unrestricted feed-forward mixer of Q* (and of its value head)."""
+    central_mixer_layers: int = Field(default=2, ge=1, le=8)
+    """Hidden layers of the unrestricted mixer of Q* (the authors' implementation has 3)."""
+    central_mixer_value: bool = False
+    """Add a state-value head V(s) to Q* (one hidden layer of ``central_mixer_hidden``), as the
+    authors' implementation does; with ``central_mixer_layers: 3`` it is their central mixer."""
     share_parameters: bool = True
     """One agent network for all agents with a one-hot agent id in its input; ``false`` gives
     each agent its own parameters."""

@@ -37,7 +37,7 @@ TOTAL_STEPS = 200
 MULTI_AGENT_ENV = (EnvSuite.MPE, "simple_spread_v3")
 SINGLE_AGENT_ENV = (EnvSuite.GYMNASIUM, "Pendulum-v1")
 # Fields whose values change the networks or the loss: each non-default value is a case of its own.
-VARIANT_FIELDS = ("weighting", "recurrent")
+VARIANT_FIELDS = ("weighting", "recurrent", "central_mixer_value")
 # Small enough to train in seconds; applied to the configs that have the field.
 TINY_HYPERPARAMETERS: dict[str, Any] = {
     "hidden_sizes": [16, 16],

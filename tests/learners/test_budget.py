@@ -351,6 +351,7 @@ VARIANTS: list[dict[str, Any]] = [
     {"share_parameters": False},
     {"recurrent": True},
     {"centralised_critic": False},
+    {"central_mixer_layers": 3, "central_mixer_value": True},
 ]
 
 

@@ -96,14 +96,24 @@ class QMixer(nn.Cell):
 
 
 class CentralMixer(nn.Cell):
-    """Q*(s, u): an unrestricted MLP of the central utilities of the taken actions and the state."""
+    """Q*(s, u): an unrestricted MLP of the central utilities of the taken actions and the state,
+    plus a state value V(s) when ``config.central_mixer_value``."""
 
-    def __init__(self, num_agents: int, state_dim: int, hidden: int, init: np.random.Generator):
+    def __init__(
+        self, num_agents: int, state_dim: int, config: WQMIXConfig, init: np.random.Generator
+    ) -> None:
         super().__init__()
-        self.net = MLP(num_agents + state_dim, [hidden, hidden], 1, init)
+        hidden = [config.central_mixer_hidden] * config.central_mixer_layers
+        self.net = MLP(num_agents + state_dim, hidden, 1, init)
+        self.has_value = config.central_mixer_value
+        if self.has_value:
+            self.value = MLP(state_dim, [config.central_mixer_hidden], 1, init)
 
     def construct(self, q: Tensor, state: Tensor) -> Tensor:
-        return ops.squeeze(self.net(ops.cat((q, state), -1)), -1)
+        q_star = ops.squeeze(self.net(ops.cat((q, state), -1)), -1)
+        if self.has_value:
+            q_star = q_star + ops.squeeze(self.value(state), -1)
+        return q_star
 
 
 class WQMIXNets(nn.Cell):
@@ -115,9 +125,9 @@ class WQMIXNets(nn.Cell):
         self.agent = self._agent(config, info, init)
         self.mixer = QMixer(n, s, config.mixing_embed_dim, config.hypernet_hidden, init)
         self.central_agent = self._agent(config, info, init)
-        self.central_mixer = CentralMixer(n, s, config.central_mixer_hidden, init)
+        self.central_mixer = CentralMixer(n, s, config, init)
         self.target_central_agent = self._agent(config, info, init)
-        self.target_central_mixer = CentralMixer(n, s, config.central_mixer_hidden, init)
+        self.target_central_mixer = CentralMixer(n, s, config, init)
         for name in TARGETS:
             for param in parameters(getattr(self, name)):
                 param.requires_grad = False

@@ -96,18 +96,26 @@ class QMixer(tf.Module):
 
 
 class CentralMixer(tf.Module):
-    """Q*(s, u): an unrestricted MLP of the central utilities of the taken actions and the state."""
+    """Q*(s, u): an unrestricted MLP of the central utilities of the taken actions and the state,
+    plus a state value V(s) when ``config.central_mixer_value``."""
 
     def __init__(
-        self, num_agents: int, state_dim: int, hidden: int, init: np.random.Generator,
+        self, num_agents: int, state_dim: int, config: WQMIXConfig, init: np.random.Generator,
         trainable: bool = True,
     ) -> None:  # fmt: skip
         super().__init__()
-        self.net = MLP(num_agents + state_dim, [hidden, hidden], 1, init, trainable=trainable)
+        hidden = [config.central_mixer_hidden] * config.central_mixer_layers
+        self.net = MLP(num_agents + state_dim, hidden, 1, init, trainable=trainable)
         self.params = _prefixed("net", self.net)
+        self.value: MLP | None = None
+        if config.central_mixer_value:
+            width = [config.central_mixer_hidden]
+            self.value = MLP(state_dim, width, 1, init, trainable=trainable)
+            self.params += _prefixed("value", self.value)
 
     def __call__(self, q: tf.Tensor, state: tf.Tensor) -> tf.Tensor:
-        return self.net(tf.concat([q, state], axis=-1))[..., 0]
+        q_star = self.net(tf.concat([q, state], axis=-1))[..., 0]
+        return q_star if self.value is None else q_star + self.value(state)[..., 0]
 
 
 class TensorFlowWQMIX(TensorFlowState, WQMIXLearner[tf.Tensor]):
@@ -150,8 +158,7 @@ class TensorFlowWQMIX(TensorFlowState, WQMIXLearner[tf.Tensor]):
 
     def _central_mixer(self, init: np.random.Generator, trainable: bool) -> CentralMixer:
         info = self.info
-        hidden = self.config.central_mixer_hidden
-        return CentralMixer(info.num_agents, info.state_dim, hidden, init, trainable)
+        return CentralMixer(info.num_agents, info.state_dim, self.config, init, trainable)
 
     def set_compiled(self, compiled: bool) -> None:
         """Run ``update`` and ``act``'s forward pass as ``tf.function`` graphs (the default) or

@@ -71,14 +71,18 @@ class QMixer(nn.Module):
 
 
 class CentralMixer(nn.Module):
-    """Q*(s, u): an unrestricted MLP of the central utilities of the taken actions and the state."""
+    """Q*(s, u): an unrestricted MLP of the central utilities of the taken actions and the state,
+    plus a state value V(s) when ``config.central_mixer_value``."""
 
-    def __init__(self, num_agents: int, state_dim: int, hidden: int) -> None:
+    def __init__(self, num_agents: int, state_dim: int, config: WQMIXConfig) -> None:
         super().__init__()
-        self.net = MLP(num_agents + state_dim, [hidden, hidden], 1)
+        hidden = config.central_mixer_hidden
+        self.net = MLP(num_agents + state_dim, [hidden] * config.central_mixer_layers, 1)
+        self.value = MLP(state_dim, [hidden], 1) if config.central_mixer_value else None
 
     def forward(self, q: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        return self.net(torch.cat([q, state], dim=-1))[..., 0]
+        q_star = self.net(torch.cat([q, state], dim=-1))[..., 0]
+        return q_star if self.value is None else q_star + self.value(state)[..., 0]
 
 
 Memory = torch.Tensor | None
@@ -112,7 +116,7 @@ class TorchWQMIX(TorchState, WQMIXLearner[torch.Tensor]):
             for agent in agents:
                 agent.reset_parameters(generator, head_gain=1.0)
             mixer = QMixer(n, info.state_dim, config.mixing_embed_dim, config.hypernet_hidden)
-            central_mixer = CentralMixer(n, info.state_dim, config.central_mixer_hidden)
+            central_mixer = CentralMixer(n, info.state_dim, config)
         self.nets: dict[str, nn.Module] = {
             "agent": agents[0],
             "mixer": mixer,

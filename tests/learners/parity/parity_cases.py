@@ -112,17 +112,23 @@ def _maddpg_variants() -> list[Variant]:
     return variants
 
 
+# The authors' central mixer (three hidden layers and a state value V(s)), in the variants whose
+# names end with "authors"; the others have the default two layers and no V(s).
+AUTHORS_CENTRAL_MIXER = {"central_mixer_layers": 3, "central_mixer_value": True}
+
+
 def _wqmix_variants() -> list[Variant]:
-    """Both weightings, shared and separate agents; the targets sync every other update, so ten
-    updates cover several syncs."""
+    """Both weightings, shared and separate agents (the separate ones with the authors' central
+    mixer); the targets sync every other update, so ten updates cover several syncs."""
     variants = []
     for weighting, shared in (("ow", True), ("cw", True), ("ow", False), ("cw", False)):
+        mixer = {} if shared else AUTHORS_CENTRAL_MIXER
         config = WQMIXConfig(
             weighting=weighting, alpha=0.3, hidden_sizes=(16, 16), mixing_embed_dim=8,
             hypernet_hidden=16, central_mixer_hidden=16, share_parameters=shared,
-            target_update_interval=2, batch_size=32, gamma=0.9,
+            target_update_interval=2, batch_size=32, gamma=0.9, **mixer,
         )  # fmt: skip
-        name = f"{weighting}-{'shared' if shared else 'separate'}"
+        name = f"{weighting}-shared" if shared else f"{weighting}-separate-authors"
         variants.append(Variant(name, config, env_info(3, "discrete", 5)))
     return variants + _wqmix_gru_variants()
 
@@ -231,7 +237,7 @@ SUBSET_VARIANTS: dict[Backend, dict[Algorithm, frozenset[str]]] = {
             {"continuous-teams", "discrete-separate", "continuous-independent", "discrete-shared"}
         ),
         Algorithm.WQMIX: frozenset(
-            {"cw-shared", "ow-separate", "ow-gru-shared", "cw-gru-separate"}
+            {"cw-shared", "ow-separate-authors", "ow-gru-shared", "cw-gru-separate"}
         ),
         Algorithm.MAPPO: _PPO_MINDSPORE,
         Algorithm.IPPO: _PPO_MINDSPORE,
@@ -249,7 +255,7 @@ SUBSET_VARIANTS: dict[Backend, dict[Algorithm, frozenset[str]]] = {
             }
         ),
         Algorithm.WQMIX: frozenset(
-            {"ow-shared", "cw-separate", "ow-gru-shared", "cw-gru-separate"}
+            {"ow-shared", "cw-separate-authors", "ow-gru-shared", "cw-gru-separate"}
         ),
         Algorithm.MAPPO: _PPO_TENSORFLOW,
         Algorithm.IPPO: _PPO_TENSORFLOW,

@@ -239,9 +239,12 @@ def qmixer(tensors: Tensors, prefix: str, q: Array, state: Array) -> Array:
 
 
 def central_mixer(tensors: Tensors, prefix: str, q: Array, state: Array) -> Array:
-    return mlp(
-        tensors, f"{prefix}.net", np.concatenate([_f64(q), _f64(state)], -1), tanh_output=False
-    )[..., 0]
+    """Q* = MLP([q, s]), plus V(s) where the mixer has a value head (the authors' central mixer)."""
+    inputs = np.concatenate([_f64(q), _f64(state)], -1)
+    q_star = mlp(tensors, f"{prefix}.net", inputs, tanh_output=False)[..., 0]
+    if f"{prefix}.value.layers.0.weight" in tensors:
+        q_star = q_star + mlp(tensors, f"{prefix}.value", state, tanh_output=False)[..., 0]
+    return q_star
 
 
 def _utilities(tensors: Tensors, prefix: str, obs: Array, avail: Array) -> Array:
