@@ -22,10 +22,13 @@ from learners.training import train
 OFF_POLICY = [(a, b) for a, b in built_pairs() if entry(a).runner == RunnerKind.OFF_POLICY]
 # Off-policy variants that store something else (whole episodes), with the backends that have
 # built them: their whole hyperparameters, small, on 10-step episodes (a compiled MindSpore update
-# unrolls the GRU over the episode length, so short episodes compile several times faster).
+# unrolls the GRU over the episode length, so short episodes compile several times faster), one
+# update every 16 env steps (about 70 in 1,200 steps: an update of a batch of episodes is what
+# these runs spend their time on after compiling).
 RECURRENT_WQMIX = {
     "hidden_sizes": [32, 32],
     "learning_starts": 100,
+    "updates_per_step": 0.0625,
     "recurrent": True,
     "rnn_hidden_size": 16,
     "episode_batch_size": 4,
