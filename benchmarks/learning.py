@@ -44,18 +44,23 @@ def default_spec(
     eval_episodes: int = 10,
     hyperparameters: dict[str, Any] | None = None,
     device: str = "cpu",
+    engine: str | None = None,
 ) -> ExperimentSpec:
-    """A spec with the algorithm's defaults; checkpoints only at the end."""
+    """A spec with the algorithm's defaults; checkpoints only at the end. ``engine`` sets
+    ``env.engine`` (MPE: ``"vector"``, the default, or ``"mpe2"``)."""
     suite = EnvSuite.MPE if env_id in MPE_ENVS else EnvSuite.GYMNASIUM
     kwargs: dict[str, Any] = {}
     if suite == EnvSuite.MPE and algorithm in ("ddpg", "maddpg"):
         kwargs["continuous_actions"] = True
+    env: dict[str, Any] = {"suite": suite, "id": env_id, "num_envs": num_envs, "kwargs": kwargs}
+    if engine is not None:
+        env["engine"] = engine
     return parse_spec(
         {
             "name": f"{algorithm}-{env_id}-seed{seed}",
             "algorithm": algorithm,
             "backend": backend,
-            "env": {"suite": suite, "id": env_id, "num_envs": num_envs, "kwargs": kwargs},
+            "env": env,
             "total_steps": steps,
             "seed": seed,
             "device": device,

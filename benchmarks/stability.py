@@ -52,7 +52,7 @@ def run_one(algorithm: str, backend: str, seed: int, args: argparse.Namespace) -
     spec = default_spec(
         algorithm, backend, args.env, seed=seed, steps=args.steps, num_envs=args.num_envs,
         eval_every=args.eval_every, eval_episodes=args.eval_episodes,
-        hyperparameters=parse_overrides(args.set),
+        hyperparameters=parse_overrides(args.set), engine=args.engine,
     )  # fmt: skip
     hooks = EchoHooks(seed)
     train(spec, hooks)
@@ -69,6 +69,7 @@ def run_one(algorithm: str, backend: str, seed: int, args: argparse.Namespace) -
         "env": args.env,
         "steps": args.steps,
         "set": args.set,
+        "engine": spec.env.engine,
         "evals": hooks.series("eval/episode_return"),
         "stats": stats,
         "wall_s": time.perf_counter() - hooks.start,
@@ -155,6 +156,9 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=100_000)
     parser.add_argument("--eval-episodes", type=int, default=20)
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--engine", choices=["vector", "mpe2"], help="env.engine of MPE runs (default: the spec's)"
+    )
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--out", type=Path, default=ROOT / "var" / "stability")
     parser.add_argument("--entropy-floor", type=float, default=0.3)
