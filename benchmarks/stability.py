@@ -8,6 +8,8 @@ Each run is its own process with one thread (``OMP_NUM_THREADS=1``, ``MARLFORGE_
 at most ``--jobs`` at a time, and writes ``<out>/<algorithm>-<backend>-<seed>.json`` (its eval
 curve and every logged learner stat); a run whose file exists is not run again, so an interrupted
 sweep continues where it stopped. ``--summary`` only prints the table of what is there.
+``--engine mpe2`` trains MPE runs on the reference engine instead of the vector one (the learning
+parity of the two engines, ``docs/learners.md``); give each engine its own ``--out``.
 
 A run **collapsed** when the policy's entropy (the learner's, averaged over each log interval) fell
 below ``--entropy-floor`` (0.3 nats; simple_spread's five actions start at 1.61) at any point, or
