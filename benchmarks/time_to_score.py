@@ -166,7 +166,11 @@ def main() -> None:
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for algorithm, hit, total, steps, seconds, rate, ref_seconds in rows:
-        ratio = f"{ref_seconds / seconds:.0f}x" if seconds else "-"
+        ratio = (
+            "-"
+            if not seconds
+            else f"{ref_seconds / seconds:.{0 if ref_seconds >= 10 * seconds else 1}f}x"
+        )
         steps_text = f"{steps:,.0f}" if steps else "-"
         seconds_text = f"{seconds:.0f}" if seconds else "-"
         print(
