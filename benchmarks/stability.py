@@ -59,11 +59,15 @@ def run_one(algorithm: str, backend: str, seed: int, args: argparse.Namespace) -
     hooks = EchoHooks(seed)
     train(spec, hooks)
     stats: dict[str, list[tuple[int, float]]] = {}
+    team_evals: dict[str, list[tuple[int, float]]] = {}
     for point in hooks.points:
         if point.name.startswith("learner/"):
             stats.setdefault(point.name.removeprefix("learner/"), []).append(
                 (point.step, point.value)
             )
+        elif point.name.startswith("eval/episode_return/"):
+            team = point.name.removeprefix("eval/episode_return/")
+            team_evals.setdefault(team, []).append((point.step, point.value))
     return {
         "algorithm": algorithm,
         "backend": backend,
@@ -73,14 +77,15 @@ def run_one(algorithm: str, backend: str, seed: int, args: argparse.Namespace) -
         "set": args.set,
         "engine": spec.env.engine,
         "evals": hooks.series("eval/episode_return"),
+        "team_evals": team_evals,
         "stats": stats,
         "wall_s": time.perf_counter() - hooks.start,
         "cpu_s": time.process_time() - hooks.cpu_start,
     }
 
 
-def random_return(env_id: str, episodes: int = 200) -> float:
-    """A uniform random policy's mean episode return on ``env_id`` (its one team)."""
+def random_returns(env_id: str, episodes: int = 200) -> dict[str, float]:
+    """Each team's mean episode return on ``env_id`` when every team plays uniformly at random."""
     from learners.enums import EnvSuite
     from learners.envs.catalogue import scenario_teams
     from learners.matches import play_match
@@ -89,7 +94,12 @@ def random_return(env_id: str, episodes: int = 200) -> float:
     env = EnvSpec(suite=EnvSuite.MPE, id=env_id)
     teams = scenario_teams(EnvSuite.MPE, env_id)
     result = play_match(env, {team: "random" for team in teams}, episodes=episodes, seed=0)
-    return float(np.mean([score.mean_return for score in result.teams.values()]))
+    return {team: float(score.mean_return) for team, score in result.teams.items()}
+
+
+def random_return(env_id: str, episodes: int = 200) -> float:
+    """A uniform random policy's mean episode return on ``env_id`` (its one team)."""
+    return float(np.mean(list(random_returns(env_id, episodes).values())))
 
 
 def collapsed(run: dict[str, Any], floor: float, random: float, grace: int) -> list[str]:
@@ -107,11 +117,23 @@ def collapsed(run: dict[str, Any], floor: float, random: float, grace: int) -> l
     return why
 
 
+def _team_curve(group: list[dict[str, Any]], team: str) -> list[tuple[int, list[float]]]:
+    """``team``'s evaluation returns of every run of ``group``, step by step."""
+    steps = sorted({step for r in group for step, _ in r["team_evals"].get(team, [])})
+    return [
+        (step, [v for r in group for s, v in r["team_evals"].get(team, []) if s == step])
+        for step in steps
+    ]
+
+
 def summary(out: Path, args: argparse.Namespace) -> None:
     from core.sweeps.stats import bootstrap_ci, iqm
 
-    random = random_return(args.env)
+    teams_random = random_returns(args.env)
+    random = float(np.mean(list(teams_random.values())))
     print(f"uniform random policy on {args.env}: {random:.1f} (200 episodes)")
+    if len(teams_random) > 1:
+        print("  per team: " + ", ".join(f"{t} {v:.1f}" for t, v in sorted(teams_random.items())))
     runs = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for run in runs:
@@ -138,6 +160,18 @@ def summary(out: Path, args: argparse.Namespace) -> None:
             min(v for _, v in r["stats"]["entropy"]) for r in group if "entropy" in r["stats"]
         ]
         cpu = [r["cpu_s"] for r in group]
+        teams = sorted({t for r in group for t in r.get("team_evals", {})})
+        for team in teams if len(teams) > 1 else []:
+            ends = [r["team_evals"][team][-1][1] for r in group if team in r["team_evals"]]
+            curve = "; ".join(
+                f"{step // 1000}k: " + ", ".join(f"{v:.1f}" for v in values)
+                for step, values in _team_curve(group, team)
+            )
+            at_random = teams_random[team]
+            print(
+                f"  team {team}: end IQM {float(iqm(ends)):.1f} (random play {at_random:.1f});"
+                f" per seed at each evaluation: {curve}"
+            )
         if entropy:
             print(
                 f"  lowest entropy per run: min {min(entropy):.2f}, median {np.median(entropy):.2f}"
