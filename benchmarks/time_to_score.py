@@ -15,6 +15,7 @@ its own ``configs/<algorithm>/mpe/simple_spread_v3.yaml`` (its 16 copies stepped
 thread) timed over ``--xuance-steps`` env steps by ``reference_train.py xuance`` and taken to 1M at
 that rate. The reference is not scored here; what it reaches at 1M is its own published figure.
 
+``--set key=value`` overrides our hyperparameters (JSON values), e.g. ``updates_per_step=0.0625``.
 Each run is a fresh process pinned to one thread; the reference's rate is measured between
 our seeds' runs, so that a busy machine slows both alike.
 """
@@ -44,7 +45,12 @@ REFERENCE_STEPS = 1_000_000
 
 
 def run_ours(
-    algorithm: str, seed: int, target: float, eval_every: int, max_steps: int
+    algorithm: str,
+    seed: int,
+    target: float,
+    eval_every: int,
+    max_steps: int,
+    overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Train until an evaluation reaches ``target``; the step, seconds and CPU seconds there."""
     sys.path.insert(0, str(ROOT))
@@ -84,7 +90,7 @@ def run_ours(
     num_envs = entry(Algorithm(algorithm)).env_defaults_for("mpe", ENV_ID).get("num_envs", 1)
     spec = default_spec(
         algorithm, "torch", ENV_ID, seed=seed, steps=max_steps, num_envs=num_envs,
-        eval_every=eval_every, eval_episodes=10,
+        eval_every=eval_every, eval_episodes=10, hyperparameters=overrides,
     )  # fmt: skip
     hooks = UntilTarget()
     train(spec, hooks)
@@ -107,6 +113,7 @@ def main() -> None:
     ours.add_argument("--seed", type=int, required=True)
     ours.add_argument("--eval-every", type=int, required=True)
     ours.add_argument("--max-steps", type=int, required=True)
+    ours.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
     parser.add_argument("--xuance-python", help="an interpreter with xuance==1.4.4 installed")
     parser.add_argument("--algorithms", nargs="+", default=list(TARGETS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -114,13 +121,20 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=1_000_000)
     parser.add_argument("--xuance-steps", type=int, default=20_000)
     parser.add_argument(
+        "--set", nargs="*", default=[], metavar="KEY=VALUE", help="our hyperparameter overrides"
+    )
+    parser.add_argument(
         "--xuance-num-envs", type=int, default=16, help="its configs' parallels for all three"
     )
     args = parser.parse_args()
     if args.command == "ours":
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from learning import parse_overrides
+
         result = run_ours(
-            args.algorithm, args.seed, TARGETS[args.algorithm], args.eval_every, args.max_steps
-        )
+            args.algorithm, args.seed, TARGETS[args.algorithm], args.eval_every, args.max_steps,
+            parse_overrides(args.set),
+        )  # fmt: skip
         print(json.dumps(result))
         return
     if not args.xuance_python:
@@ -134,6 +148,7 @@ def main() -> None:
         for seed in args.seeds:
             command = [*here, "ours", "--algorithm", algorithm, "--seed", str(seed)]
             command += ["--eval-every", str(args.eval_every), "--max-steps", str(args.max_steps)]
+            command += ["--set", *args.set] if args.set else []
             run = json.loads(child(command))
             runs.append(run)
             reached = run["reached"]
