@@ -224,12 +224,12 @@ def test_a_match_is_started_watched_listed_and_refused_from_the_cli(
 
     played = marlforge("match", "submit", str(tmp_path / "match.json"), "--watch",
                        env=_env(live_server))  # fmt: skip
+    assert played.returncode == 0, played.stdout + played.stderr
     match_id = played.stdout.splitlines()[0]
     listed = marlforge("match", "ls", "--json", env=_env(live_server))
     shown = marlforge("match", "show", match_id, "--json", env=_env(live_server))
     refused = marlforge("match", "submit", str(tmp_path / "bad.json"), env=_env(live_server))
 
-    assert played.returncode == 0, played.stdout + played.stderr
     assert re.search(r"^return +adversary: -?[0-9.]+ \(95% CI ", played.stdout, re.M)
     assert re.search(r"^score +collisions_per_episode = [0-9.]+$", played.stdout, re.M)
     assert match_id in [m["id"] for m in json.loads(listed.stdout)["items"]]
