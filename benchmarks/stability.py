@@ -97,11 +97,6 @@ def random_returns(env_id: str, episodes: int = 200) -> dict[str, float]:
     return {team: float(score.mean_return) for team, score in result.teams.items()}
 
 
-def random_return(env_id: str, episodes: int = 200) -> float:
-    """A uniform random policy's mean episode return on ``env_id`` (its one team)."""
-    return float(np.mean(list(random_returns(env_id, episodes).values())))
-
-
 def collapsed(run: dict[str, Any], floor: float, random: float, grace: int) -> list[str]:
     """Why ``run`` counts as collapsed (empty: it did not)."""
     why = []

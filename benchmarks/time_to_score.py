@@ -167,12 +167,11 @@ def main() -> None:
             print(f"  reference {algorithm}: {rate:,.0f} env steps/s", flush=True)
         reached = [r["reached"] for r in runs if r["reached"] is not None]
         reference_seconds = REFERENCE_STEPS / statistics.median(rates)
-        if reached:
-            ours_seconds = statistics.median(r["seconds"] for r in reached)
-            ours_steps = statistics.median(r["step"] for r in reached)
+        ours_steps = statistics.median(r["step"] for r in reached) if reached else None
+        ours_seconds = statistics.median(r["seconds"] for r in reached) if reached else None
         rows.append(
-            (algorithm, len(reached), len(runs), ours_steps if reached else None,
-             ours_seconds if reached else None, statistics.median(rates), reference_seconds)
+            (algorithm, len(reached), len(runs), ours_steps, ours_seconds,
+             statistics.median(rates), reference_seconds)
         )  # fmt: skip
     print()
     print(
