@@ -45,13 +45,15 @@ def default_spec(
     hyperparameters: dict[str, Any] | None = None,
     device: str = "cpu",
     engine: str | None = None,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> ExperimentSpec:
     """A spec with the algorithm's defaults; checkpoints only at the end. ``engine`` sets
-    ``env.engine`` (MPE: ``"vector"``, the default, or ``"mpe2"``)."""
+    ``env.engine`` (MPE: ``"vector"``, the default, or ``"mpe2"``); ``env_kwargs`` go to the
+    environment's constructor (mpe2's ``N``, ``max_cycles``, ...)."""
     suite = EnvSuite.MPE if env_id in MPE_ENVS else EnvSuite.GYMNASIUM
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = dict(env_kwargs or {})
     if suite == EnvSuite.MPE and algorithm in ("ddpg", "maddpg"):
-        kwargs["continuous_actions"] = True
+        kwargs.setdefault("continuous_actions", True)
     env: dict[str, Any] = {"suite": suite, "id": env_id, "num_envs": num_envs, "kwargs": kwargs}
     if engine is not None:
         env["engine"] = engine

@@ -8,8 +8,10 @@ Each run is its own process with one thread (``OMP_NUM_THREADS=1``, ``MARLFORGE_
 at most ``--jobs`` at a time, and writes ``<out>/<algorithm>-<backend>-<seed>.json`` (its eval
 curve and every logged learner stat); a run whose file exists is not run again, so an interrupted
 sweep continues where it stopped. ``--summary`` only prints the table of what is there.
-``--engine mpe2`` trains MPE runs on the reference engine instead of the vector one (the learning
-parity of the two engines, ``docs/learners.md``); give each engine its own ``--out``.
+``--env-kwargs N=4 max_cycles=50`` builds the environment with other constructor kwargs (the
+variants of ``docs/algorithms.md``). ``--engine mpe2`` trains MPE runs on the reference engine
+instead of the vector one (the learning parity of the two engines, ``docs/learners.md``); give
+each engine its own ``--out``.
 
 A run **collapsed** when the policy's entropy (the learner's, averaged over each log interval) fell
 below ``--entropy-floor`` (0.3 nats; simple_spread's five actions start at 1.61) at any point, or
@@ -55,6 +57,7 @@ def run_one(algorithm: str, backend: str, seed: int, args: argparse.Namespace) -
         algorithm, backend, args.env, seed=seed, steps=args.steps, num_envs=args.num_envs,
         eval_every=args.eval_every, eval_episodes=args.eval_episodes,
         hyperparameters=parse_overrides(args.set), engine=args.engine,
+        env_kwargs=parse_overrides(args.env_kwargs),
     )  # fmt: skip
     hooks = EchoHooks(seed)
     train(spec, hooks)
@@ -76,6 +79,7 @@ def run_one(algorithm: str, backend: str, seed: int, args: argparse.Namespace) -
         "steps": args.steps,
         "set": args.set,
         "engine": spec.env.engine,
+        "env_kwargs": dict(spec.env.kwargs),
         "evals": hooks.series("eval/episode_return"),
         "team_evals": team_evals,
         "stats": stats,
@@ -84,16 +88,36 @@ def run_one(algorithm: str, backend: str, seed: int, args: argparse.Namespace) -
     }
 
 
-def random_returns(env_id: str, episodes: int = 200) -> dict[str, float]:
-    """Each team's mean episode return on ``env_id`` when every team plays uniformly at random."""
+def random_returns(
+    env_id: str, kwargs: dict[str, Any] | None = None, episodes: int = 200
+) -> dict[str, float]:
+    """Each team's mean episode return on ``env_id`` (built with ``kwargs``) when every team
+    plays uniformly at random. A Gymnasium env is one team, ``"agent"``, over 20 episodes."""
     from learners.enums import EnvSuite
-    from learners.envs.catalogue import scenario_teams
+    from learners.envs.catalogue import MPE_ENVS, scenario_teams
     from learners.matches import play_match
     from learners.spec import EnvSpec
 
-    env = EnvSpec(suite=EnvSuite.MPE, id=env_id)
+    kwargs = dict(kwargs or {})
+    if env_id not in MPE_ENVS:
+        import gymnasium
+
+        env = gymnasium.make(env_id, **kwargs)
+        env.action_space.seed(0)
+        returns = []
+        for episode in range(20):
+            env.reset(seed=episode)
+            total, done = 0.0, False
+            while not done:
+                _, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+                total += float(reward)
+                done = terminated or truncated
+            returns.append(total)
+        env.close()
+        return {"agent": float(np.mean(returns))}
+    spec = EnvSpec(suite=EnvSuite.MPE, id=env_id, kwargs=kwargs)
     teams = scenario_teams(EnvSuite.MPE, env_id)
-    result = play_match(env, {team: "random" for team in teams}, episodes=episodes, seed=0)
+    result = play_match(spec, {team: "random" for team in teams}, episodes=episodes, seed=0)
     return {team: float(score.mean_return) for team, score in result.teams.items()}
 
 
@@ -121,22 +145,45 @@ def _team_curve(group: list[dict[str, Any]], team: str) -> list[tuple[int, list[
     ]
 
 
+def parse_env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    from learning import parse_overrides
+
+    return parse_overrides(args.env_kwargs)
+
+
 def summary(out: Path, args: argparse.Namespace) -> None:
     from core.sweeps.stats import bootstrap_ci, iqm
 
-    teams_random = random_returns(args.env)
-    random = float(np.mean(list(teams_random.values())))
-    print(f"uniform random policy on {args.env}: {random:.1f} (200 episodes)")
-    if len(teams_random) > 1:
-        print("  per team: " + ", ".join(f"{t} {v:.1f}" for t, v in sorted(teams_random.items())))
     runs = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
+    randoms: dict[str, dict[str, float]] = {}
+
+    def random_play(run: dict[str, Any]) -> dict[str, float]:
+        """Random play on the run's own env (continuous actions for the DDPG family); a run file
+        that did not record its kwargs: the command line's."""
+        kwargs = run.get("env_kwargs", parse_env_kwargs(args))
+        key = json.dumps(kwargs, sort_keys=True)
+        if key not in randoms:
+            randoms[key] = random_returns(run["env"], kwargs)
+            mean = float(np.mean(list(randoms[key].values())))
+            teams = randoms[key]
+            per_team = ", ".join(f"{t} {v:.1f}" for t, v in sorted(teams.items()))
+            print(
+                f"uniform random policy on {run['env']} {kwargs or ''}: {mean:.1f}"
+                + (f" (per team: {per_team})" if len(teams) > 1 else "")
+            )
+        return randoms[key]
+
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for run in runs:
         groups.setdefault((run["algorithm"], run["backend"]), []).append(run)
+    for group in groups.values():
+        random_play(group[0])
     print("| algorithm | backend | seeds | final return per seed | IQM [95% CI] | collapses |")
     print("|---|---|---|---|---|---|")
     for (algorithm, backend), group in sorted(groups.items()):
         group.sort(key=lambda r: r["seed"])
+        teams_random = random_play(group[0])
+        random = float(np.mean(list(teams_random.values())))
         finals = [r["evals"][-1][1] for r in group]
         point = float(iqm(finals))
         ci = bootstrap_ci(finals, iqm)
@@ -187,6 +234,10 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=100_000)
     parser.add_argument("--eval-episodes", type=int, default=20)
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--env-kwargs", nargs="*", default=[], metavar="KEY=VALUE",
+        help="the environment's constructor kwargs (mpe2's N, max_cycles, ...; JSON values)",
+    )  # fmt: skip
     parser.add_argument(
         "--engine", choices=["vector", "mpe2"], help="env.engine of MPE runs (default: the spec's)"
     )
