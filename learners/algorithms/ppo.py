@@ -44,18 +44,21 @@ if TYPE_CHECKING:
     from learners.buffers.rollout import RolloutBuffer
 
 # MPE episodes last 25 steps: a rollout of 100 steps per copy is four whole episodes, so rollouts
-# (and checkpoints) fall on episode boundaries. On simple_spread, five epochs of one minibatch
-# learned about as fast per env step as ten epochs of two at half the cost. The step size: 7e-4
-# learned slowly; 2e-3 fast, but some 1M-step runs' policies collapsed (entropy to ~0, agents
-# walking off, returns near -50); 1e-3 collapsed fewer of the runs tried, not none. The discount:
-# MPE episodes end only by time limit and bootstrap there, so gamma sets the horizon the critic
-# predicts; 0.95 (MADDPG's) took MAPPO's 1M-step mean over seeds 0-2 from -18.5 to -17.6 and
-# IPPO's from -18.1 to -17.3 (docs/algorithms.md has the figures).
+# (and checkpoints) fall on episode boundaries. The update: ten epochs of four minibatches (40
+# gradient steps per rollout) took MAPPO's 2M-step mean on simple_spread over seeds 0-2 from -15.0
+# (five epochs of one minibatch) to -12.2, at about twice the CPU per step; ten of eight was no
+# better per env step and cost half as much again; rollouts of 25 steps (four times the updates of
+# five epochs of one) ended seed 0 at -14.9 against -11.2. The step size: 7e-4 learned slowly; 2e-3
+# fast, but some 1M-step runs' policies collapsed (entropy to ~0, agents walking off, returns
+# near -50); 1e-3 collapsed fewer of the runs tried, not none. The discount: MPE episodes end only
+# by time limit and bootstrap there, so gamma sets the horizon the critic predicts; 0.95
+# (MADDPG's) took MAPPO's 1M-step mean over seeds 0-2 from -18.5 to -17.6 and IPPO's from -18.1
+# to -17.3; 0.9 moved MAPPO's 2M-step mean by 0.3 (docs/algorithms.md has the figures).
 _MPE_DEFAULTS: Mapping[str, Any] = {
     "gamma": 0.95,
     "rollout_length": 100,
-    "epochs": 5,
-    "minibatches": 1,
+    "epochs": 10,
+    "minibatches": 4,
     "learning_rate": 1e-3,
 }
 

@@ -157,11 +157,14 @@ def test_more_than_256_copies_need_the_vector_engine() -> None:
     found = refusals(spec_of(Algorithm.DDPG, pendulum))
     assert found["env.num_envs"].startswith("at most 256 copies on the gymnasium suite")
     # 4,096 copies on the vector engine (the default for mpe) are taken, within the memory
-    # budget: PPO's whole rollout in one minibatch is over it, and the refusal says what to lower.
+    # budget: PPO's whole rollout in one minibatch is over it, and the refusal says what to lower;
+    # the MPE default's four minibatches fit.
     many = {**spread, "num_envs": 4096}
     assert spec_of(Algorithm.MAPPO, many).env.engine == "vector"
-    assert list(refusals(spec_of(Algorithm.MAPPO, many))) == ["hyperparameters.minibatches"]
+    whole = spec_of(Algorithm.MAPPO, many, hyperparameters={"minibatches": 1})
+    assert list(refusals(whole)) == ["hyperparameters.minibatches"]
     for algorithm in (Algorithm.MAPPO, Algorithm.IPPO):
+        assert refusals(spec_of(algorithm, many)) == {}, algorithm
         split = spec_of(algorithm, many, hyperparameters={"minibatches": 8})
         assert refusals(split) == {}, algorithm
     assert refusals(spec_of(Algorithm.MADDPG, many)) == {}

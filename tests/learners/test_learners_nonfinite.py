@@ -47,6 +47,7 @@ DIVERGING_PPO: dict[str, Any] = {
         "entropy_coef": 10.0,
         "max_grad_norm": None,
         "epochs": 10,
+        "minibatches": 1,
         "rollout_length": 25,
     },
 }

@@ -9,8 +9,9 @@ the targets built on it pull the critic's values of far states up, the advantage
 walking away, and the policy turns deterministic out there. At the MPE default, 0.95, the same
 seed and the same harsher settings keep every target below 0.
 
-The small case: PyTorch MAPPO, seed 3, 8 copies, the MPE defaults with the step size doubled
-(2e-3) and rollouts halved (50 steps; both make collapses likelier: ``docs/algorithms.md``), the
+The small case: PyTorch MAPPO, seed 3, 8 copies, the MPE defaults of the runs that collapsed
+(five epochs of one minibatch per rollout; ten of four since) with the step size doubled (2e-3)
+and rollouts halved (50 steps; both make collapses likelier: ``docs/algorithms.md``), the
 schedule of a 1M-step run, stopped after 112 updates (44,800 env steps, about 15 s here per run).
 The test watches the targets where ``ppo_learner`` calls ``rollout_targets`` (the real function,
 called through): it changes nothing in the run.
@@ -32,7 +33,7 @@ from learners.training import train
 pytest.importorskip("torch")
 
 UPDATES = 112
-HARSHER = {"learning_rate": 2e-3, "rollout_length": 50}
+HARSHER = {"learning_rate": 2e-3, "rollout_length": 50, "epochs": 5, "minibatches": 1}
 
 
 def small_case(

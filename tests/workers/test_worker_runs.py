@@ -250,6 +250,7 @@ def test_a_run_whose_loss_becomes_nan_fails_and_keeps_what_it_reported(
             "entropy_coef": 10.0,
             "max_grad_norm": None,
             "epochs": 10,
+            "minibatches": 1,
             "rollout_length": 25,
         },
     )
