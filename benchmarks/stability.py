@@ -145,13 +145,9 @@ def _team_curve(group: list[dict[str, Any]], team: str) -> list[tuple[int, list[
     ]
 
 
-def parse_env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+def summary(out: Path, args: argparse.Namespace) -> None:
     from learning import parse_overrides
 
-    return parse_overrides(args.env_kwargs)
-
-
-def summary(out: Path, args: argparse.Namespace) -> None:
     from core.sweeps.stats import bootstrap_ci, iqm
 
     runs = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
@@ -160,8 +156,8 @@ def summary(out: Path, args: argparse.Namespace) -> None:
     def random_play(run: dict[str, Any]) -> dict[str, float]:
         """Random play on the run's own env (continuous actions for the DDPG family); a run file
         that did not record its kwargs: the command line's."""
-        kwargs = run.get("env_kwargs", parse_env_kwargs(args))
-        key = json.dumps(kwargs, sort_keys=True)
+        kwargs = run.get("env_kwargs", parse_overrides(args.env_kwargs))
+        key = json.dumps([run["env"], kwargs], sort_keys=True)
         if key not in randoms:
             randoms[key] = random_returns(run["env"], kwargs)
             mean = float(np.mean(list(randoms[key].values())))
