@@ -26,31 +26,13 @@ from learners.registry import entry
 from learners.runners.base import NonFiniteLoss, nonfinite_losses
 from learners.spec import ExperimentSpec
 from learners.training import train
+from tests.divergence_support import DIVERGING_PPO
 
 # The divergences overflow on the way (NumPy's exp of the log std while acting): expected here.
 pytestmark = pytest.mark.filterwarnings(
     "ignore:overflow encountered:RuntimeWarning", "ignore:invalid value encountered:RuntimeWarning"
 )
 
-DIVERGING_PPO: dict[str, Any] = {
-    "env": {
-        "suite": "mpe",
-        "id": "simple_spread_v3",
-        "num_envs": 2,
-        "kwargs": {"continuous_actions": True},
-    },
-    "total_steps": 1000,
-    "hyperparameters": {
-        "hidden_sizes": [32, 32],
-        "learning_rate": 1.0,
-        "linear_lr_decay": False,
-        "entropy_coef": 10.0,
-        "max_grad_norm": None,
-        "epochs": 10,
-        "minibatches": 1,
-        "rollout_length": 25,
-    },
-}
 OVERFLOWING_DDPG: dict[str, Any] = {
     "env": {
         "suite": "gymnasium",

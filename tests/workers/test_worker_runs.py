@@ -25,6 +25,7 @@ from core.models import (
 from core.queue import CeleryDispatcher
 from core.repositories import CheckpointRepository, MetricRepository
 from core.storage import FilesystemStore
+from tests.divergence_support import DIVERGING_PPO
 from workers.orchestration import Outcome, RunLimits, run_experiment
 
 S = ExperimentStatus
@@ -232,28 +233,8 @@ def test_a_run_whose_loss_becomes_nan_fails_and_keeps_what_it_reported(
     limits: RunLimits,
 ) -> None:
     # PPO at step size 1 with a large entropy bonus and no clipping: the policy's std overflows
-    # and the tenth update's loss is NaN (tests/learners/test_learners_nonfinite.py).
-    diverging = tiny_spec(
-        total_steps=1000,
-        name="diverging-ippo",
-        algorithm="ippo",
-        env={
-            "suite": "mpe",
-            "id": "simple_spread_v3",
-            "num_envs": 2,
-            "kwargs": {"continuous_actions": True},
-        },
-        hyperparameters={
-            "hidden_sizes": [32, 32],
-            "learning_rate": 1.0,
-            "linear_lr_decay": False,
-            "entropy_coef": 10.0,
-            "max_grad_norm": None,
-            "epochs": 10,
-            "minibatches": 1,
-            "rollout_length": 25,
-        },
-    )
+    # and the tenth update's loss is NaN (tests/divergence_support.py).
+    diverging = tiny_spec(name="diverging-ippo", algorithm="ippo", **DIVERGING_PPO)
     experiment_id = submit(diverging)
 
     outcome = run_experiment(experiment_id, session_factory, storage, limits)
