@@ -58,8 +58,13 @@ class TorchDDPG(TorchState, DDPGLearner):
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.actor_params = list(self.actor.parameters())
         self.critic_params = list(self.critic.parameters())
-        self.actor_optimizer = torch.optim.Adam(self.actor_params, lr=config.learning_rate_actor)
-        self.critic_optimizer = torch.optim.Adam(self.critic_params, lr=config.learning_rate_critic)
+        # foreach: one call per optimiser step instead of a dozen per tensor; the same numbers.
+        self.actor_optimizer = torch.optim.Adam(
+            self.actor_params, lr=config.learning_rate_actor, foreach=True
+        )
+        self.critic_optimizer = torch.optim.Adam(
+            self.critic_params, lr=config.learning_rate_critic, foreach=True
+        )
 
     def _build_networks(self) -> tuple[nn.Module, nn.Module]:
         actor = MLP(**network_args(self.config, self.info, "actor"))

@@ -128,7 +128,11 @@ class TorchWQMIX(TorchState, WQMIXLearner[torch.Tensor]):
         for net in self.nets.values():
             net.to(self.device)
         self.optimizers = {
-            name: torch.optim.Adam(self.nets[name].parameters(), lr=config.learning_rate)
+            # foreach: a few fused calls per step instead of a dozen ops per tensor; the same
+            # numbers as the per-tensor loop (bitwise, after 30 updates of the defaults).
+            name: torch.optim.Adam(
+                self.nets[name].parameters(), lr=config.learning_rate, foreach=True
+            )
             for name in LIVE
         }
         self.params = [p for name in LIVE for p in self.nets[name].parameters()]
