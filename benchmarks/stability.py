@@ -7,7 +7,9 @@ collapses and summarised as an interquartile mean with a 95% bootstrap interval.
 Each run is its own process with one thread (``OMP_NUM_THREADS=1``, ``MARLFORGE_CPU_THREADS=1``),
 at most ``--jobs`` at a time, and writes ``<out>/<algorithm>-<backend>-<seed>.json`` (its eval
 curve and every logged learner stat); a run whose file exists is not run again, so an interrupted
-sweep continues where it stopped. ``--summary`` only prints the table of what is there.
+sweep continues where it stopped. ``--summary`` only prints the table of what is there: a run
+still going (or cut off) counts with the evaluations its log shows so far, marked "in progress",
+and each group also gets its IQM at every evaluation all its runs reached.
 ``--env-kwargs N=4 max_cycles=50`` builds the environment with other constructor kwargs (the
 variants of ``docs/algorithms.md``). ``--engine mpe2`` trains MPE runs on the reference engine
 instead of the vector one (the learning parity of the two engines, ``docs/learners.md``); give
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -145,12 +148,57 @@ def _team_curve(group: list[dict[str, Any]], team: str) -> list[tuple[int, list[
     ]
 
 
+ECHO = re.compile(
+    r"\s*seed (?P<seed>-?\d+) step (?P<step>\d+): (?P<value>\S+)\s+"
+    r"\((?P<wall>\d+) s, (?P<cpu>\d+) s CPU(?:, entropy (?P<entropy>\S+))?\)"
+)
+
+
+def partial_run(log: Path, args: argparse.Namespace) -> dict[str, Any] | None:
+    """A run still going (or cut off) as far as its log shows: the evaluations ``EchoHooks``
+    printed as they landed, the entropy at each, and the CPU seconds at the last; None when the
+    log has no evaluation yet. Its ``evals`` end where the run got to, so a summary of partial
+    runs compares them at their common evaluations (``common_evals``)."""
+    from learning import parse_overrides
+
+    algorithm, backend, seed = log.stem.rsplit("-", 2)
+    evals: list[tuple[int, float]] = []
+    entropy: list[tuple[int, float]] = []
+    cpu = 0.0
+    for line in log.read_text(errors="replace").splitlines():
+        match = ECHO.fullmatch(line)
+        if match is None:
+            continue
+        step = int(match["step"])
+        evals.append((step, float(match["value"])))
+        if match["entropy"] is not None:
+            entropy.append((step, float(match["entropy"])))
+        cpu = float(match["cpu"])
+    if not evals:
+        return None
+    return {
+        "algorithm": algorithm, "backend": backend, "seed": int(seed), "env": args.env,
+        "env_kwargs": parse_overrides(args.env_kwargs), "evals": evals, "team_evals": {},
+        "stats": {"entropy": entropy} if entropy else {}, "cpu_s": cpu, "partial": True,
+    }  # fmt: skip
+
+
+def common_evals(group: list[dict[str, Any]]) -> list[tuple[int, list[float]]]:
+    """Each evaluation step that every run of ``group`` reached, with the runs' returns there."""
+    steps = set.intersection(*({s for s, _ in r["evals"]} for r in group))
+    return [(step, [dict(r["evals"])[step] for r in group]) for step in sorted(steps)]
+
+
 def summary(out: Path, args: argparse.Namespace) -> None:
     from learning import parse_overrides
 
     from core.sweeps.stats import bootstrap_ci, iqm
 
     runs = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
+    # Runs without a result file yet: what their logs show so far (marked in the table).
+    for log in sorted(out.glob("*.log")):
+        if not log.with_suffix(".json").exists() and (run := partial_run(log, args)):
+            runs.append(run)
     randoms: dict[str, dict[str, float]] = {}
 
     def random_play(run: dict[str, Any]) -> dict[str, float]:
@@ -187,7 +235,11 @@ def summary(out: Path, args: argparse.Namespace) -> None:
         falls = [(s, why) for s, why in falls if why]
         seeds = f"{group[0]['seed']}-{group[-1]['seed']}" if len(group) > 1 else group[0]["seed"]
         fall_text = "; ".join(f"seed {s}: {', '.join(why)}" for s, why in falls)
-        per_seed = ", ".join(f"{v:.1f}" for v in finals)
+        per_seed = ", ".join(
+            f"{r['evals'][-1][1]:.1f}"
+            + (f" (in progress: {r['evals'][-1][0] // 1000}k)" if r.get("partial") else "")
+            for r in group
+        )
         print(
             f"| {algorithm} | {backend} | {seeds} | {per_seed} | {point:.1f} "
             f"[{ci.low:.1f}, {ci.high:.1f}] | {len(falls)}/{len(group)}"
@@ -210,6 +262,11 @@ def summary(out: Path, args: argparse.Namespace) -> None:
                 f"  team {team}: end IQM {float(iqm(ends)):.1f} (random play {at_random:.1f});"
                 f" per seed at each evaluation: {curve}"
             )
+        if len(group) > 2:
+            curve = "; ".join(
+                f"{step // 1000}k {float(iqm(values)):.1f}" for step, values in common_evals(group)
+            )
+            print(f"  IQM at each evaluation every run reached: {curve}")
         if entropy:
             print(
                 f"  lowest entropy per run: min {min(entropy):.2f}, median {np.median(entropy):.2f}"
