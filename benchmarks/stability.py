@@ -157,11 +157,14 @@ ECHO = re.compile(
 def partial_run(log: Path, args: argparse.Namespace) -> dict[str, Any] | None:
     """A run still going (or cut off) as far as its log shows: the evaluations ``EchoHooks``
     printed as they landed, the entropy at each, and the CPU seconds at the last; None when the
-    log has no evaluation yet. Its ``evals`` end where the run got to, so a summary of partial
-    runs compares them at their common evaluations (``common_evals``)."""
+    log has no evaluation yet or is not named as a run's. Its ``evals`` end where the run got to,
+    so a summary of partial runs compares them at their common evaluations (``common_evals``)."""
     from learning import parse_overrides
 
-    algorithm, backend, seed = log.stem.rsplit("-", 2)
+    parts = log.stem.rsplit("-", 2)
+    if len(parts) != 3 or not parts[2].isdigit():
+        return None  # not a run's log (<algorithm>-<backend>-<seed>.log): a parent's, say
+    algorithm, backend, seed = parts
     evals: list[tuple[int, float]] = []
     entropy: list[tuple[int, float]] = []
     cpu = 0.0

@@ -78,6 +78,14 @@ def test_common_evaluations_are_the_steps_every_run_reached() -> None:
     ]
 
 
+@pytest.mark.parametrize("name", ["parent.log", "sweep-notes.log", "a-b-c.log"])
+def test_a_log_not_named_as_a_run_is_no_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    points = [MetricPoint(25_000, 0.0, "eval/episode_return", -20.0)]
+    assert stability.partial_run(_log(tmp_path, name, 0, points, capsys), ARGS) is None
+
+
 @pytest.mark.parametrize("name", ["wqmix-torch-200.log", "maddpg-mindspore-12.log"])
 def test_the_run_is_named_by_its_log(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
