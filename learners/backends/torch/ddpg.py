@@ -58,7 +58,8 @@ class TorchDDPG(TorchState, DDPGLearner):
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.actor_params = list(self.actor.parameters())
         self.critic_params = list(self.critic.parameters())
-        # foreach: one call per optimiser step instead of a dozen per tensor; the same numbers.
+        # foreach: each of Adam's operations runs once over all the tensors, not once per
+        # tensor; the same numbers as the per-tensor loop.
         self.actor_optimizer = torch.optim.Adam(
             self.actor_params, lr=config.learning_rate_actor, foreach=True
         )

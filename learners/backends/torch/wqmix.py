@@ -128,8 +128,8 @@ class TorchWQMIX(TorchState, WQMIXLearner[torch.Tensor]):
         for net in self.nets.values():
             net.to(self.device)
         self.optimizers = {
-            # foreach: a few fused calls per step instead of a dozen ops per tensor; the same
-            # numbers as the per-tensor loop (bitwise, after 30 updates of the defaults).
+            # foreach: each of Adam's operations runs once over the network's tensors, not once
+            # per tensor; the same numbers as the per-tensor loop (bitwise, 30 updates).
             name: torch.optim.Adam(
                 self.nets[name].parameters(), lr=config.learning_rate, foreach=True
             )
