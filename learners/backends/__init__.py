@@ -1,8 +1,8 @@
 """The deep-learning backends. Each ``learners/backends/<backend>/`` package holds that framework's
 learners, networks and ops, and a ``runtime`` module with two functions the training entry calls:
 
-- ``resolve_device(device: Device) -> str``: the device a run computes on; ``cuda`` on a machine
-  without one raises ``DeviceUnavailable`` (never a silent fallback to the CPU);
+- ``has_gpu() -> bool``: whether the framework can compute on a CUDA GPU in this process, and
+  ``no_gpu_reason() -> str``: why not, as the end of the error a ``cuda`` run gets without one;
 - ``seed(seed: int) -> None``: seed the framework's global random state;
 - ``gpu_names() -> list[str]``: the GPUs the framework sees on this machine (none: ``[]``);
 - ``describe_device(device: str) -> str``: a resolved device as a run record shows it (``cpu``,
@@ -45,9 +45,18 @@ def runtime(backend: Backend | str) -> ModuleType:
 
 
 def resolve_device(backend: Backend | str, device: Device | str) -> str:
-    """The device ``backend`` runs ``device`` on (``auto`` picks CUDA when there is one)."""
-    resolved: str = runtime(backend).resolve_device(Device(device))
-    return resolved
+    """The device ``backend`` runs ``device`` on: ``cpu``, or ``cuda`` where the framework sees a
+    GPU and the spec did not ask for the CPU (``auto`` picks CUDA when there is one). ``cuda`` on a
+    machine without one raises ``DeviceUnavailable``, never a silent fallback to the CPU."""
+    device = Device(device)
+    if device == Device.CPU:
+        return "cpu"
+    module = runtime(backend)
+    if module.has_gpu():
+        return "cuda"
+    if device == Device.CUDA:
+        raise DeviceUnavailable(f"the spec asks for device 'cuda' but {module.no_gpu_reason()}")
+    return "cpu"
 
 
 def gpu_names(backend: Backend | str) -> list[str]:
@@ -65,13 +74,18 @@ def describe_device(backend: Backend | str, device: str) -> str:
 
 def cpu_threads() -> int:
     """Threads per op a run may use on the CPU (``MARLFORGE_CPU_THREADS``, default 1)."""
-    raw = os.environ.get(THREADS_ENV, "1")
+    return threads_setting(THREADS_ENV, os.environ.get(THREADS_ENV, "1"))
+
+
+def threads_setting(name: str, raw: str) -> int:
+    """The thread count ``raw`` (the value of the environment variable ``name``) asks for; a
+    ``ValueError`` naming the variable unless it is a positive integer."""
     try:
         threads = int(raw)
     except ValueError:
-        raise ValueError(f"{THREADS_ENV} must be a positive integer, got {raw!r}") from None
+        raise ValueError(f"{name} must be a positive integer, got {raw!r}") from None
     if threads < 1:
-        raise ValueError(f"{THREADS_ENV} must be a positive integer, got {raw!r}")
+        raise ValueError(f"{name} must be a positive integer, got {raw!r}")
     return threads
 
 

@@ -21,8 +21,7 @@ import os
 import mindspore as ms
 from mindspore._c_expression import RuntimeConf
 
-from learners.backends import DeviceUnavailable, cpu_threads
-from learners.enums import Device
+from learners.backends import cpu_threads, threads_setting
 
 THREADS_ENV = "MARLFORGE_MINDSPORE_THREADS"
 _configured = False
@@ -43,15 +42,7 @@ def configure() -> None:
 
 def _threads() -> int:
     raw = os.environ.get(THREADS_ENV)
-    if raw is None:
-        return cpu_threads()
-    try:
-        threads = int(raw)
-    except ValueError:
-        raise ValueError(f"{THREADS_ENV} must be a positive integer, got {raw!r}") from None
-    if threads < 1:
-        raise ValueError(f"{THREADS_ENV} must be a positive integer, got {raw!r}")
-    return threads
+    return cpu_threads() if raw is None else threads_setting(THREADS_ENV, raw)
 
 
 def set_threads(threads: int) -> None:
@@ -62,18 +53,20 @@ def set_threads(threads: int) -> None:
         ms.device_context.cpu.op_tuning.threads_num(threads)
 
 
-def resolve_device(device: Device) -> str:
-    """``cpu`` for ``cpu`` and ``auto``; ``cuda`` is refused (MindSpore runs on the CPU here)."""
-    if device == Device.CUDA:
-        raise DeviceUnavailable(
-            "the spec asks for device 'cuda' but the MindSpore backend runs on the CPU "
-            f"(mindspore {ms.__version__}, CPU build); use 'auto' or 'cpu', or another backend"
-        )
-    return "cpu"
+def has_gpu() -> bool:
+    """False: ``auto`` is the CPU and ``cuda`` is refused (MindSpore runs on the CPU here)."""
+    return False
+
+
+def no_gpu_reason() -> str:
+    return (
+        "the MindSpore backend runs on the CPU "
+        f"(mindspore {ms.__version__}, CPU build); use 'auto' or 'cpu', or another backend"
+    )
 
 
 def gpu_names() -> list[str]:
-    """None: this backend runs on the CPU (see ``resolve_device``)."""
+    """None: this backend runs on the CPU (see ``has_gpu``)."""
     return []
 
 

@@ -12,26 +12,17 @@ from typing import Any
 
 import tensorflow as tf
 
-from learners.backends import DeviceUnavailable
-from learners.enums import Device
 
-
-def _has_gpu() -> bool:
+def has_gpu() -> bool:
+    """Whether TensorFlow sees a GPU (``learners.backends.resolve_device`` picks it)."""
     return bool(tf.config.list_physical_devices("GPU"))
 
 
-def resolve_device(device: Device) -> str:
-    """``cpu``, ``cuda``, or for ``auto`` whichever this machine has (GPU first)."""
-    if device == Device.CPU:
-        return "cpu"
-    if _has_gpu():
-        return "cuda"
-    if device == Device.CUDA:
-        raise DeviceUnavailable(
-            "the spec asks for device 'cuda' but TensorFlow on this worker sees no GPU "
-            f"(tensorflow {tf.__version__}); use 'auto' or 'cpu', or run it on a GPU worker"
-        )
-    return "cpu"
+def no_gpu_reason() -> str:
+    return (
+        "TensorFlow on this worker sees no GPU "
+        f"(tensorflow {tf.__version__}); use 'auto' or 'cpu', or run it on a GPU worker"
+    )
 
 
 def gpu_names() -> list[str]:

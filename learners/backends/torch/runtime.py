@@ -4,22 +4,17 @@ from __future__ import annotations
 
 import torch
 
-from learners.backends import DeviceUnavailable
-from learners.enums import Device
+
+def has_gpu() -> bool:
+    """Whether PyTorch sees a CUDA GPU (``learners.backends.resolve_device`` picks it)."""
+    return bool(torch.cuda.is_available())
 
 
-def resolve_device(device: Device) -> str:
-    """``cpu``, ``cuda``, or for ``auto`` whichever this machine has (CUDA first)."""
-    if device == Device.CPU:
-        return "cpu"
-    if torch.cuda.is_available():
-        return "cuda"
-    if device == Device.CUDA:
-        raise DeviceUnavailable(
-            "the spec asks for device 'cuda' but this worker has no CUDA GPU visible to PyTorch "
-            f"(torch {torch.__version__}); use 'auto' or 'cpu', or run it on a GPU worker"
-        )
-    return "cpu"
+def no_gpu_reason() -> str:
+    return (
+        "this worker has no CUDA GPU visible to PyTorch "
+        f"(torch {torch.__version__}); use 'auto' or 'cpu', or run it on a GPU worker"
+    )
 
 
 def gpu_names() -> list[str]:
