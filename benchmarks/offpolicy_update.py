@@ -27,6 +27,9 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from learning import parse_overrides  # noqa: E402
 
 from learners.buffers.replay import ReplayBatch, _row_shapes  # noqa: E402
 from learners.enums import EnvSuite  # noqa: E402
@@ -57,11 +60,13 @@ def main() -> None:
     parser.add_argument("--algorithms", nargs="+", default=["wqmix", "maddpg"])
     parser.add_argument("--backend", default="torch")
     parser.add_argument("--env", default="simple_spread_v3")
-    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--set", nargs="*", default=[], metavar="KEY=VALUE", help="hyperparameters (JSON values)"
+    )
     parser.add_argument("--updates", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    overrides = dict(item.split("=", 1) for item in args.set)
+    overrides = parse_overrides(args.set)
     for algorithm in args.algorithms:
         algo = entry(algorithm)
         spec = EnvSpec(suite=EnvSuite.MPE, id=args.env, num_envs=8)

@@ -15,7 +15,8 @@ its own ``configs/<algorithm>/mpe/simple_spread_v3.yaml`` (its 16 copies stepped
 thread) timed over ``--xuance-steps`` env steps by ``reference_train.py xuance`` and taken to 1M at
 that rate. The reference is not scored here; what it reaches at 1M is its own published figure.
 
-``--set key=value`` overrides our hyperparameters (JSON values), e.g. ``updates_per_step=0.0625``.
+``--set key=value`` overrides our hyperparameters (JSON values), e.g. ``updates_per_step=0.0625``;
+``--num-envs`` our env copies.
 Each run is a fresh process pinned to one thread; the reference's rate is measured between
 our seeds' runs, so that a busy machine slows both alike.
 """
@@ -51,6 +52,7 @@ def run_ours(
     eval_every: int,
     max_steps: int,
     overrides: dict[str, Any] | None = None,
+    num_envs: int | None = None,
 ) -> dict[str, Any]:
     """Train until an evaluation reaches ``target``; the step, seconds and CPU seconds there."""
     sys.path.insert(0, str(ROOT))
@@ -87,7 +89,8 @@ def run_ours(
         def should_stop(self) -> bool:
             return self.reached is not None
 
-    num_envs = entry(Algorithm(algorithm)).env_defaults_for("mpe", ENV_ID).get("num_envs", 1)
+    if num_envs is None:
+        num_envs = entry(Algorithm(algorithm)).env_defaults_for("mpe", ENV_ID).get("num_envs", 1)
     spec = default_spec(
         algorithm, "torch", ENV_ID, seed=seed, steps=max_steps, num_envs=num_envs,
         eval_every=eval_every, eval_episodes=10, hyperparameters=overrides,
@@ -114,6 +117,7 @@ def main() -> None:
     ours.add_argument("--eval-every", type=int, required=True)
     ours.add_argument("--max-steps", type=int, required=True)
     ours.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE")
+    ours.add_argument("--num-envs", type=int)
     parser.add_argument("--xuance-python", help="an interpreter with xuance==1.4.4 installed")
     parser.add_argument("--algorithms", nargs="+", default=list(TARGETS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -126,6 +130,9 @@ def main() -> None:
     parser.add_argument(
         "--xuance-num-envs", type=int, default=16, help="its configs' parallels for all three"
     )
+    parser.add_argument(
+        "--num-envs", type=int, help="our env copies (default: the algorithm's MPE default)"
+    )
     args = parser.parse_args()
     if args.command == "ours":
         sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -133,7 +140,7 @@ def main() -> None:
 
         result = run_ours(
             args.algorithm, args.seed, TARGETS[args.algorithm], args.eval_every, args.max_steps,
-            parse_overrides(args.set),
+            parse_overrides(args.set), args.num_envs,
         )  # fmt: skip
         print(json.dumps(result))
         return
@@ -149,6 +156,7 @@ def main() -> None:
             command = [*here, "ours", "--algorithm", algorithm, "--seed", str(seed)]
             command += ["--eval-every", str(args.eval_every), "--max-steps", str(args.max_steps)]
             command += ["--set", *args.set] if args.set else []
+            command += ["--num-envs", str(args.num_envs)] if args.num_envs else []
             run = json.loads(child(command))
             runs.append(run)
             reached = run["reached"]
