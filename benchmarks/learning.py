@@ -32,6 +32,17 @@ from learners.spec import ExperimentSpec, parse_spec  # noqa: E402
 from learners.training import train  # noqa: E402
 
 
+def run_env_kwargs(
+    algorithm: str, env_id: str, env_kwargs: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The constructor kwargs a benchmark run's env gets: ``env_kwargs``, and on MPE continuous
+    actions for the DDPG family (what their tables were measured with)."""
+    kwargs: dict[str, Any] = dict(env_kwargs or {})
+    if env_id in MPE_ENVS and algorithm in ("ddpg", "maddpg"):
+        kwargs.setdefault("continuous_actions", True)
+    return kwargs
+
+
 def default_spec(
     algorithm: str,
     backend: str,
@@ -51,9 +62,7 @@ def default_spec(
     ``env.engine`` (MPE: ``"vector"``, the default, or ``"mpe2"``); ``env_kwargs`` go to the
     environment's constructor (mpe2's ``N``, ``max_cycles``, ...)."""
     suite = EnvSuite.MPE if env_id in MPE_ENVS else EnvSuite.GYMNASIUM
-    kwargs: dict[str, Any] = dict(env_kwargs or {})
-    if suite == EnvSuite.MPE and algorithm in ("ddpg", "maddpg"):
-        kwargs.setdefault("continuous_actions", True)
+    kwargs = run_env_kwargs(algorithm, env_id, env_kwargs)
     env: dict[str, Any] = {"suite": suite, "id": env_id, "num_envs": num_envs, "kwargs": kwargs}
     if engine is not None:
         env["engine"] = engine

@@ -159,7 +159,7 @@ def partial_run(log: Path, args: argparse.Namespace) -> dict[str, Any] | None:
     printed as they landed, the entropy at each, and the CPU seconds at the last; None when the
     log has no evaluation yet or is not named as a run's. Its ``evals`` end where the run got to,
     so a summary of partial runs compares them at their common evaluations (``common_evals``)."""
-    from learning import parse_overrides
+    from learning import parse_overrides, run_env_kwargs
 
     parts = log.stem.rsplit("-", 2)
     if len(parts) != 3 or not parts[2].isdigit():
@@ -181,8 +181,9 @@ def partial_run(log: Path, args: argparse.Namespace) -> dict[str, Any] | None:
         return None
     return {
         "algorithm": algorithm, "backend": backend, "seed": int(seed), "env": args.env,
-        "env_kwargs": parse_overrides(args.env_kwargs), "evals": evals, "team_evals": {},
-        "stats": {"entropy": entropy} if entropy else {}, "cpu_s": cpu, "partial": True,
+        "env_kwargs": run_env_kwargs(algorithm, args.env, parse_overrides(args.env_kwargs)),
+        "evals": evals, "team_evals": {}, "stats": {"entropy": entropy} if entropy else {},
+        "cpu_s": cpu, "partial": True,
     }  # fmt: skip
 
 

@@ -94,3 +94,22 @@ def test_the_run_is_named_by_its_log(
     points = [MetricPoint(25_000, 0.0, "eval/episode_return", -20.0)]
     run = stability.partial_run(_log(tmp_path, name, seed, points, capsys), ARGS)
     assert run is not None and f"{run['algorithm']}-{run['backend']}-{run['seed']}.log" == name
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs"),
+    [
+        ("maddpg-torch-200.log", {"N": 4, "continuous_actions": True}),
+        ("ddpg-tensorflow-1.log", {"N": 4, "continuous_actions": True}),
+        ("wqmix-torch-200.log", {"N": 4}),
+    ],
+)
+def test_a_partial_run_has_the_env_kwargs_its_run_was_built_with(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, kwargs: dict[str, object]
+) -> None:
+    """The DDPG family trains MPE with continuous actions (``learning.default_spec``), so a cut
+    run is compared with random play on continuous actions, as its finished JSON would be."""
+    seed = int(name.rsplit("-", 1)[1].removesuffix(".log"))
+    points = [MetricPoint(25_000, 0.0, "eval/episode_return", -20.0)]
+    run = stability.partial_run(_log(tmp_path, name, seed, points, capsys), ARGS)
+    assert run is not None and run["env_kwargs"] == kwargs
