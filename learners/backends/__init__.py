@@ -1,5 +1,5 @@
 """The deep-learning backends. Each ``learners/backends/<backend>/`` package holds that framework's
-learners, networks and ops, and a ``runtime`` module with two functions the training entry calls:
+learners, networks and ops, and a ``runtime`` module with the functions the training entry calls:
 
 - ``has_gpu() -> bool``: whether the framework can compute on a CUDA GPU in this process, and
   ``no_gpu_reason() -> str``: why not, as the end of the error a ``cuda`` run gets without one;
