@@ -33,6 +33,7 @@ from learners.algorithms.ddpg import (
 from learners.backends.torch.networks import (
     MLP,
     TorchState,
+    adam,
     gradient_step,
     seeded_init,
     soft_update,
@@ -58,14 +59,8 @@ class TorchDDPG(TorchState, DDPGLearner):
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.actor_params = list(self.actor.parameters())
         self.critic_params = list(self.critic.parameters())
-        # foreach: each of Adam's operations runs once over all the tensors, not once per
-        # tensor; the same numbers as the per-tensor loop.
-        self.actor_optimizer = torch.optim.Adam(
-            self.actor_params, lr=config.learning_rate_actor, foreach=True
-        )
-        self.critic_optimizer = torch.optim.Adam(
-            self.critic_params, lr=config.learning_rate_critic, foreach=True
-        )
+        self.actor_optimizer = adam(self.actor_params, config.learning_rate_actor)
+        self.critic_optimizer = adam(self.critic_params, config.learning_rate_critic)
 
     def _build_networks(self) -> tuple[nn.Module, nn.Module]:
         actor = MLP(**network_args(self.config, self.info, "actor"))
@@ -122,12 +117,12 @@ class TorchDDPG(TorchState, DDPGLearner):
         q = self._q(obs, stored)
         loss_critic = critic_loss(ops, q, target, mask)
         norm_critic = gradient_step(
-            ops, loss_critic, self.critic_optimizer, self.critic_params, cfg.max_grad_norm
+            ops, loss_critic, [self.critic_optimizer], self.critic_params, cfg.max_grad_norm
         )
         policy_actions = self._actor_actions(self._policy(obs, avail), stored)
         loss_actor = actor_loss(ops, self._q(obs, policy_actions), mask)
         norm_actor = gradient_step(
-            ops, loss_actor, self.actor_optimizer, self.actor_params, cfg.max_grad_norm
+            ops, loss_actor, [self.actor_optimizer], self.actor_params, cfg.max_grad_norm
         )
         soft_update(self.target_actor, self.actor, cfg.tau)
         soft_update(self.target_critic, self.critic, cfg.tau)

@@ -32,12 +32,11 @@ from learners.algorithms.ppo_learner import (
     network_args,
 )
 from learners.backends.torch.agent_nets import AgentMLP
-from learners.backends.torch.networks import TorchState
+from learners.backends.torch.networks import TorchState, adam, gradient_step
 from learners.backends.torch.ops import TorchOps
 from learners.buffers.rollout import RolloutBuffer
 from learners.envs.base import EnvInfo, Observation
 from learners.functional import distributions as dist
-from learners.functional.gradients import clip_by_global_norm
 from learners.functional.losses import PPOLoss
 
 Memory = torch.Tensor | None
@@ -85,9 +84,7 @@ class TorchPPO(TorchState, PPOLearner[torch.Tensor]):
         # One Adam per network with the same settings is the same as one over both (Adam is
         # per-parameter); it keeps each network's moments under its own checkpoint names.
         self.optimizers = {
-            name: torch.optim.Adam(
-                net.parameters(), lr=config.learning_rate, eps=1e-5, foreach=True
-            )
+            name: adam(net.parameters(), config.learning_rate, eps=1e-5)
             for name, net in self.nets.items()
         }
         self.params = [p for net in self.nets.values() for p in net.parameters()]
@@ -198,10 +195,8 @@ class TorchPPO(TorchState, PPOLearner[torch.Tensor]):
     def _step(self, minibatch: Mapping[str, torch.Tensor]) -> tuple[PPOLoss[float], float]:
         """One gradient step on the combined loss, clipped by the global norm of all parameters."""
         terms = self._losses(minibatch)
-        grads = torch.autograd.grad(terms.loss, self.params)
-        clipped, norm = clip_by_global_norm(self.ops, list(grads), self.config.max_grad_norm)
-        for param, grad in zip(self.params, clipped, strict=True):
-            param.grad = grad
-        for optimizer in self.optimizers.values():
-            optimizer.step()
-        return PPOLoss(*(float(t.detach()) for t in terms)), self.ops.item(norm)
+        norm = gradient_step(
+            self.ops, terms.loss, list(self.optimizers.values()), self.params,
+            self.config.max_grad_norm,
+        )  # fmt: skip
+        return PPOLoss(*(float(t.detach()) for t in terms)), norm

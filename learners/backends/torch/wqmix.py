@@ -37,6 +37,8 @@ from learners.backends.torch.agent_nets import AgentMLP
 from learners.backends.torch.networks import (
     MLP,
     TorchState,
+    adam,
+    gradient_step,
     seeded_init,
 )
 from learners.backends.torch.ops import TorchOps
@@ -44,7 +46,6 @@ from learners.buffers.episodes import EpisodeBatch
 from learners.buffers.replay import ReplayBatch
 from learners.envs.base import EnvInfo, Observation
 from learners.functional.distributions import masked_logits
-from learners.functional.gradients import clip_by_global_norm
 from learners.functional.losses import masked_mean
 from learners.functional.returns import td_target
 from learners.functional.wqmix import is_greedy_joint_action, weights_for, wqmix_loss
@@ -128,12 +129,7 @@ class TorchWQMIX(TorchState, WQMIXLearner[torch.Tensor]):
         for net in self.nets.values():
             net.to(self.device)
         self.optimizers = {
-            # foreach: each of Adam's operations runs once over the network's tensors, not once
-            # per tensor; the same numbers as the per-tensor loop (bitwise, 30 updates).
-            name: torch.optim.Adam(
-                self.nets[name].parameters(), lr=config.learning_rate, foreach=True
-            )
-            for name in LIVE
+            name: adam(self.nets[name].parameters(), config.learning_rate) for name in LIVE
         }
         self.params = [p for name in LIVE for p in self.nets[name].parameters()]
 
@@ -267,13 +263,9 @@ class TorchWQMIX(TorchState, WQMIXLearner[torch.Tensor]):
         )
 
     def _step(self, loss: torch.Tensor) -> float:
-        grads = torch.autograd.grad(loss, self.params)
-        clipped, norm = clip_by_global_norm(self.ops, list(grads), self.config.max_grad_norm)
-        for param, grad in zip(self.params, clipped, strict=True):
-            param.grad = grad
-        for optimizer in self.optimizers.values():
-            optimizer.step()
-        return self.ops.item(norm)
+        return gradient_step(
+            self.ops, loss, list(self.optimizers.values()), self.params, self.config.max_grad_norm
+        )
 
     def _sync_targets(self) -> None:
         for name in TARGETS:
