@@ -126,11 +126,12 @@ def clip_gradients(
     ``clip_coefficient`` in one call. The same numbers as the shared definition up to rounding of
     the norm's sum (the parity suite holds it to the other backends); ``None`` leaves the gradients
     as they are and still measures the norm."""
-    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(list(grads))))
+    grads = list(grads)
+    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
     if max_grad_norm is None:
-        return list(grads), norm
+        return grads, norm
     scale = clip_coefficient(ops, norm, max_grad_norm).detach()
-    return list(torch._foreach_mul(list(grads), scale)), norm
+    return torch._foreach_mul(grads, scale), norm
 
 
 def gradient_step(
