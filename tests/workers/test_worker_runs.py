@@ -177,17 +177,16 @@ def test_a_worker_shutdown_requeues_and_the_next_run_resumes_on_the_same_steps(
     limits: RunLimits,
 ) -> None:
     experiment_id = submit(tiny_spec(total_steps=800))
-    shutting_down = threading.Event()
-    thread, result = _in_thread(
-        lambda: run_experiment(
-            experiment_id, session_factory, storage, limits, shutting_down.is_set
-        )
-    )
-    _wait_for_step(session_factory, experiment_id, 200)
-    shutting_down.set()
-    thread.join(timeout=120)
 
-    assert result == [Outcome.REQUEUE]
+    # The worker starts shutting down once the run has its first checkpoint: asked by the
+    # supervisor's own poll (every 0.1 s), so no test thread's wake-up on a loaded machine can
+    # come after the run has trained the remaining 600 steps.
+    def shutting_down() -> bool:
+        return bool(_checkpoint_steps(session_factory, experiment_id))
+
+    result = run_experiment(experiment_id, session_factory, storage, limits, shutting_down)
+
+    assert result == Outcome.REQUEUE
     interrupted = _experiment(session_factory, experiment_id)
     assert interrupted.status == S.QUEUED
     resumed_from = _checkpoint_steps(session_factory, experiment_id)[-1]
