@@ -12,8 +12,9 @@ seed and the same harsher settings keep every target below 0.
 The loop is run here at 0.999, not at the 0.99 of the collapsed runs: whether it closes within a
 short run depends on the run's path, and a path is fixed by its seed only on one kind of CPU. At
 0.99 this case ran away on an AVX-512 Xeon and on none of seeds 0 to 12 on an AVX2 EPYC within
-the same 112 updates (once, mildly, by 400); at 0.999, where a bootstrap stands for about 1,000
-steps of rewards, seed 3 passes +10^7 by update 112 on the EPYC (first above 0 at update 22), so
+the same 112 updates (run on to 400 updates, seeds 0 to 3: seed 2's targets passed 0 from update
+134, at most +20, seed 1's once, +2.5); at 0.999, where a bootstrap stands for about 1,000
+steps of rewards, seed 3 passes +10^7 by update 112 on the EPYC (first above 0 at update 23), so
 the case no longer rests on a near miss.
 
 The small case: PyTorch MAPPO, seed 3, 8 copies, the MPE defaults of the runs that collapsed
