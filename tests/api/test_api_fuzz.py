@@ -58,9 +58,6 @@ checks.positive_data_acceptance.expected-statuses = ["2XX", 401, 403, 404, 409, 
 [[operations]]
 include-name = "POST /v1/sweeps"
 checks.positive_data_acceptance.expected-statuses = ["2XX", 401, 403, 404, 409, 422, 429]
-
-[[operations]]
-include-name = "POST /v1/sweeps"
 phases.coverage.enabled = false
 """
 # Left out of the run besides the event stream: /checkpoints/best/file. A run just created has no
