@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -24,7 +28,7 @@ from core.models import (
 )
 from core.queue import CeleryDispatcher
 from core.repositories import CheckpointRepository, MetricRepository
-from core.storage import FilesystemStore
+from core.storage import FilesystemStore, StoredObject
 from tests.divergence_support import DIVERGING_PPO
 from workers.orchestration import Outcome, RunLimits, run_experiment
 
@@ -169,28 +173,54 @@ def test_cancelling_a_running_experiment_checkpoints_and_stops(
     ]
 
 
+class _HoldsFirstCheckpoint(FilesystemStore):
+    """Artifact storage whose first checkpoint upload, in the run's own process, waits for the
+    SIGTERM that a worker's shutdown sends: the run cannot train past that checkpoint before the
+    shutdown reaches it, however loaded the machine (a marker file tells the test it is waiting)."""
+
+    def __init__(self, root: Path, waiting: Path) -> None:
+        super().__init__(root)
+        self.waiting = waiting
+
+    def put(self, key: str, write: Callable[[Path], None]) -> StoredObject:
+        if not self.waiting.exists():
+            arrived = threading.Event()
+            forward = signal.getsignal(signal.SIGTERM)
+            assert callable(forward)
+
+            def on_term(signum: int, frame: FrameType | None) -> None:
+                forward(signum, frame)
+                arrived.set()
+
+            signal.signal(signal.SIGTERM, on_term)
+            self.waiting.write_text(str(os.getpid()))
+            give_up = time.monotonic() + 120
+            while not arrived.wait(0.05):
+                if time.monotonic() > give_up:
+                    raise TimeoutError("no SIGTERM within 120 s of the first checkpoint")
+        return super().put(key, write)
+
+
 def test_a_worker_shutdown_requeues_and_the_next_run_resumes_on_the_same_steps(
     submit: Callable[..., str],
     tiny_spec: Callable[..., dict[str, Any]],
     session_factory: sessionmaker[Session],
     storage: FilesystemStore,
     limits: RunLimits,
+    tmp_path: Path,
 ) -> None:
     experiment_id = submit(tiny_spec(total_steps=800))
+    waiting = tmp_path / "first-checkpoint-waiting"
+    held = _HoldsFirstCheckpoint(storage.root, waiting)
 
-    # The worker starts shutting down once the run has its first checkpoint: asked by the
-    # supervisor's own poll (every 0.1 s), so no test thread's wake-up on a loaded machine can
-    # come after the run has trained the remaining 600 steps.
-    def shutting_down() -> bool:
-        return bool(_checkpoint_steps(session_factory, experiment_id))
-
-    result = run_experiment(experiment_id, session_factory, storage, limits, shutting_down)
+    # The worker starts shutting down while the run's first checkpoint (step 200) waits for it.
+    result = run_experiment(experiment_id, session_factory, held, limits, waiting.exists)
 
     assert result == Outcome.REQUEUE
     interrupted = _experiment(session_factory, experiment_id)
     assert interrupted.status == S.QUEUED
     resumed_from = _checkpoint_steps(session_factory, experiment_id)[-1]
-    assert resumed_from == interrupted.step < 800
+    assert resumed_from == interrupted.step == 200
 
     outcome = run_experiment(experiment_id, session_factory, storage, limits)
 
