@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 import signal
 import threading
 import time
@@ -193,7 +192,7 @@ class _HoldsFirstCheckpoint(FilesystemStore):
                 arrived.set()
 
             signal.signal(signal.SIGTERM, on_term)
-            self.waiting.write_text(str(os.getpid()))
+            self.waiting.touch()
             give_up = time.monotonic() + 120
             while not arrived.wait(0.05):
                 if time.monotonic() > give_up:
