@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from learners.algorithms.ddpg import DDPGConfig
 from learners.algorithms.maddpg import MADDPGConfig
-from learners.algorithms.ppo import PPOConfig
+from learners.algorithms.ppo import PPOConfig, agent_specific_state
 from learners.algorithms.wqmix import WQMIXConfig
 from learners.config import AlgorithmConfig
 from learners.envs.shapes import EnvShape
@@ -209,6 +209,9 @@ def _ppo_plan(cfg: PPOConfig, shape: EnvShape, num_envs: int, copies_broadcast: 
     h = cfg.hidden_sizes
     rnn = cfg.rnn_hidden_size if cfg.recurrent else None
     critic_in = s if cfg.centralised_critic else d
+    agent_specific = agent_specific_state(cfg)
+    if agent_specific:
+        critic_in += d
     # Shared within each team, never across: one set per team on a scenario with several.
     by_team = cfg.share_parameters and len(shape.team_sizes) > 1
     sets = len(shape.team_sizes) if by_team else 1 if cfg.share_parameters else n
@@ -224,7 +227,13 @@ def _ppo_plan(cfg: PPOConfig, shape: EnvShape, num_envs: int, copies_broadcast: 
     targets = 5 * F32 * steps * n  # GAE's advantages, returns and their temporaries
     # A shared centralised critic's state is read once per step when the framework broadcasts it
     # over the agents without copying it (PyTorch); otherwise each agent has its own input.
-    once = cfg.centralised_critic and cfg.share_parameters and not by_team and not copies_broadcast
+    once = (
+        cfg.centralised_critic
+        and cfg.share_parameters
+        and not by_team
+        and not copies_broadcast
+        and not agent_specific
+    )
     ids = (max(shape.team_sizes) if by_team else n) if cfg.share_parameters else 0
     step_input = critic_in if once else n * (critic_in + ids)
     minibatch = math.ceil(steps / cfg.minibatches)

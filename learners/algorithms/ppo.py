@@ -149,12 +149,21 @@ class MAPPOConfig(PPOConfig):
     """MAPPO: PPO with a centralised critic on the global state."""
 
     centralised_critic: ClassVar[bool] = True
+    agent_specific_state: bool = False
+    """The critic sees the global state followed by the agent's own observation (Yu et al.'s
+    agent-specific global state) instead of the global state alone."""
 
 
 class IPPOConfig(PPOConfig):
     """IPPO: PPO with a decentralised critic on each agent's own observation."""
 
     centralised_critic: ClassVar[bool] = False
+
+
+def agent_specific_state(config: PPOConfig) -> bool:
+    """Whether the critic sees the agent's own observation after the global state (MAPPO with
+    ``agent_specific_state``; IPPO's critic sees the observation alone)."""
+    return isinstance(config, MAPPOConfig) and config.agent_specific_state
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from learners.algorithms.ppo import (
     PPOConfig,
     PPOStats,
     RolloutTargets,
+    agent_specific_state,
     learning_rate_at,
     rollout_targets,
 )
@@ -62,6 +63,8 @@ def network_args(
         in_features, out_features = info.obs_dim, info.action_dim
     else:
         in_features = info.state_dim if config.centralised_critic else info.obs_dim
+        if agent_specific_state(config):
+            in_features += info.obs_dim
         out_features = 1
     return {
         "in_features": in_features,
@@ -98,8 +101,11 @@ def initial_log_std(config: PPOConfig, info: EnvInfo) -> NDArray[np.float32] | N
 
 def broadcasts_state(config: PPOConfig, info: EnvInfo) -> bool:
     """MAPPO's critic input can keep a size-1 agent axis (the first layer computes the global
-    state once and broadcasts it over the agents' ids) when one critic serves every agent."""
-    return config.share_parameters and seats(config, info) is None
+    state once and broadcasts it over the agents' ids) when one critic serves every agent and its
+    input is the global state alone."""
+    return (
+        config.share_parameters and seats(config, info) is None and not agent_specific_state(config)
+    )
 
 
 def env_actions(actions: NDArray[Any], discrete: bool) -> NDArray[Any]:

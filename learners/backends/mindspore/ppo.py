@@ -30,7 +30,7 @@ from mindspore import Tensor
 from numpy.typing import NDArray
 
 from learners import rng
-from learners.algorithms.ppo import PPOConfig
+from learners.algorithms.ppo import PPOConfig, agent_specific_state
 from learners.algorithms.ppo_learner import PPOLearner, TrainingRows
 from learners.backends.mindspore.networks import (
     MindSporeState,
@@ -85,7 +85,9 @@ class MindSporePPO(MindSporeState, PPOLearner[Tensor]):
         self.nets = {"actor": self.actor, "critic": self.critic}
         # One Adam per network (as in torch): the moments keep their network's names.
         self.optimizers = {name: self._adam(net) for name, net in self.nets.items()}
-        critic_input = CriticInput(config.centralised_critic, info.num_agents)
+        critic_input = CriticInput(
+            config.centralised_critic, info.num_agents, agent_specific_state(config)
+        )
         loss = PPOLossCell(self.actor, self.critic, critic_input, config)
         self._cells = {
             "act": ActStep(self.actor),

@@ -80,17 +80,22 @@ def critic(config: PPOConfig, info: EnvInfo, init: np.random.Generator) -> Agent
 
 
 class CriticInput(nn.Cell):
-    """What the critic sees: the state broadcast to every agent (MAPPO) or the observation."""
+    """What the critic sees: the state broadcast to every agent (MAPPO), followed by the agent's
+    own observation when ``agent_specific``, or the observation alone (IPPO)."""
 
-    def __init__(self, centralised: bool, num_agents: int) -> None:
+    def __init__(self, centralised: bool, num_agents: int, agent_specific: bool = False) -> None:
         super().__init__()
         self.centralised, self.num_agents = centralised, num_agents
+        self.agent_specific = agent_specific
 
     def construct(self, obs: Tensor, state: Tensor) -> Tensor:
         if not self.centralised:
             return obs
         shape = state.shape[:-1] + (self.num_agents, state.shape[-1])
-        return ops.broadcast_to(ops.expand_dims(state, -2), shape)
+        state = ops.broadcast_to(ops.expand_dims(state, -2), shape)
+        if self.agent_specific:
+            return ops.concat((state, obs), -1)
+        return state
 
 
 class ActStep(nn.Cell):

@@ -24,7 +24,12 @@ import tensorflow as tf
 from numpy.typing import NDArray
 
 from learners import rng
-from learners.algorithms.ppo import PPOConfig, minibatch_loss, sample_actions
+from learners.algorithms.ppo import (
+    PPOConfig,
+    agent_specific_state,
+    minibatch_loss,
+    sample_actions,
+)
 from learners.algorithms.ppo_learner import (
     HEAD_GAIN,
     PPOLearner,
@@ -111,7 +116,10 @@ class TensorFlowPPO(TensorFlowState, PPOLearner[tf.Tensor]):
         if not self.config.centralised_critic:
             return obs
         shape = tf.concat([tf.shape(state)[:-1], [self.info.num_agents], tf.shape(state)[-1:]], 0)
-        return tf.broadcast_to(state[..., None, :], shape)
+        state = tf.broadcast_to(state[..., None, :], shape)
+        if agent_specific_state(self.config):
+            return tf.concat([state, obs], axis=-1)
+        return state
 
     def _policy_step(
         self, observation: Observation, memory: Memory, explore: bool

@@ -22,7 +22,12 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from learners.algorithms.ppo import PPOConfig, minibatch_loss, sample_actions
+from learners.algorithms.ppo import (
+    PPOConfig,
+    agent_specific_state,
+    minibatch_loss,
+    sample_actions,
+)
 from learners.algorithms.ppo_learner import (
     HEAD_GAIN,
     PPOLearner,
@@ -90,6 +95,7 @@ class TorchPPO(TorchState, PPOLearner[torch.Tensor]):
         self.params = [p for net in self.nets.values() for p in net.parameters()]
         # Decided once: _critic_input runs on every value pass and minibatch.
         self._broadcast_state = broadcasts_state(config, info)
+        self._agent_specific = agent_specific_state(config)
 
     def _tensor(self, x: NDArray[Any]) -> torch.Tensor:
         return torch.as_tensor(x, device=self.device)
@@ -103,7 +109,10 @@ class TorchPPO(TorchState, PPOLearner[torch.Tensor]):
         state = state.unsqueeze(-2)
         if self._broadcast_state:
             return state
-        return state.expand(*state.shape[:-2], self.info.num_agents, state.shape[-1])
+        state = state.expand(*state.shape[:-2], self.info.num_agents, state.shape[-1])
+        if self._agent_specific:
+            return torch.cat([state, obs], dim=-1)
+        return state
 
     # -- acting -------------------------------------------------------------------------------
 

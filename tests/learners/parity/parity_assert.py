@@ -24,11 +24,14 @@ from learners.checkpoint import Manifest
 from learners.enums import Algorithm, Backend
 
 ONE_UPDATE = 1e-5
-ADAM_STEP = 2e-5
+ADAM_STEP = 1e-4
 """Weights after one Adam step. The step is ``lr * g / (|g| + eps)``: for an entry whose gradient
 is near ``eps`` (1e-5) the rounding of ``g``, within ``ONE_UPDATE`` of the gradient's scale, is
 multiplied by up to ``lr / eps`` (50 at lr 5e-4). Measured: IPPO's two-team GRU critic, a GRU bias
-with g = -5.4e-6, moved 1.03x ``ONE_UPDATE`` apart in MindSpore and PyTorch."""
+with g = -5.4e-6, moved 1.03x ``ONE_UPDATE`` apart in MindSpore and PyTorch; MAPPO's agent-specific
+critic, a bias with g = 2.3e-6 whose gradients differed by 1e-9 (5e-8 of the gradient's scale, well
+inside ``ONE_UPDATE``), moved 3.5e-8 apart in TensorFlow and PyTorch (5.9e-5 of the bias's scale,
+lr 5e-4). The gradients themselves are held to ``ONE_UPDATE`` before the step."""
 TEN_UPDATES = 1e-3
 ADAM_BETA1 = 0.9
 STAT_FLOOR = 2e-7

@@ -173,17 +173,26 @@ def _ppo_variants(config_class: type[PPOConfig]) -> list[Variant]:
     for kind, recurrent in (("discrete", False), ("continuous", True), ("continuous", False)):
         name = f"{kind}-{'gru' if recurrent else 'mlp'}-teams"
         variants.append(_ppo_variant(config_class, name, kind, recurrent, True, 1, 1, teams=teams))
+    if config_class is MAPPOConfig:  # the critic sees the state and then the agent's observation
+        for kind, recurrent, shared in (("discrete", False, True), ("continuous", True, False)):
+            name = f"{kind}-{'gru' if recurrent else 'mlp'}-{'shared' if shared else 'separate'}"
+            variants.append(
+                _ppo_variant(
+                    config_class, f"{name}-agent-specific", kind, recurrent, shared, 1, 1,
+                    agent_specific_state=True,
+                )
+            )  # fmt: skip
     return variants
 
 
 def _ppo_variant(
     config_class: type[PPOConfig], name: str, kind: str, recurrent: bool, shared: bool,
-    epochs: int, minibatches: int, teams: tuple[str, ...] | None = None,
+    epochs: int, minibatches: int, teams: tuple[str, ...] | None = None, **extra: Any,
 ) -> Variant:  # fmt: skip
     config = config_class(
         hidden_sizes=(16, 16), rnn_hidden_size=8, chunk_length=5, recurrent=recurrent,
         share_parameters=shared, rollout_length=ROLLOUT, epochs=epochs, minibatches=minibatches,
-        huber_delta=1.0, max_grad_norm=0.5,
+        huber_delta=1.0, max_grad_norm=0.5, **extra,
     )  # fmt: skip
     num_agents = 2 if teams is None else len(teams)
     info = env_info(num_agents, kind, 4 if kind == "discrete" else 2, teams=teams)
@@ -203,9 +212,10 @@ VARIANTS: dict[Algorithm, Callable[[], list[Variant]]] = {
 # machine) every learner's graphs, which costs far more than the updates the tests make. So PyTorch,
 # the reference, runs every variant (against the NumPy oracle, in milliseconds), and each compiled
 # backend runs a subset that takes every choice at least once: each action kind, memory, parameter
-# layout (shared, per team, per agent), minibatching, critic (centralised or independent),
-# weighting and clipping. The two subsets together hold every variant, so each variant is compared
-# with the reference in at least one other backend (test_parity_oracle holds the lists to both).
+# layout (shared, per team, per agent), minibatching, critic (centralised, agent-specific or
+# independent), weighting and clipping. The two subsets together hold every variant, so each
+# variant is compared with the reference in at least one other backend (test_parity_oracle holds
+# the lists to both).
 # Each backend's eager and compiled updates are held equal separately (test_parity_compiled,
 # test_mindspore_learners).
 _PPO_MINDSPORE = frozenset(
@@ -239,7 +249,7 @@ SUBSET_VARIANTS: dict[Backend, dict[Algorithm, frozenset[str]]] = {
         Algorithm.WQMIX: frozenset(
             {"cw-shared", "ow-separate-authors", "ow-gru-shared", "cw-gru-separate"}
         ),
-        Algorithm.MAPPO: _PPO_MINDSPORE,
+        Algorithm.MAPPO: _PPO_MINDSPORE | {"continuous-gru-separate-agent-specific"},
         Algorithm.IPPO: _PPO_MINDSPORE,
     },
     Backend.TENSORFLOW: {
@@ -257,7 +267,7 @@ SUBSET_VARIANTS: dict[Backend, dict[Algorithm, frozenset[str]]] = {
         Algorithm.WQMIX: frozenset(
             {"ow-shared", "cw-separate-authors", "ow-gru-shared", "cw-gru-separate"}
         ),
-        Algorithm.MAPPO: _PPO_TENSORFLOW,
+        Algorithm.MAPPO: _PPO_TENSORFLOW | {"discrete-mlp-shared-agent-specific"},
         Algorithm.IPPO: _PPO_TENSORFLOW,
     },
 }

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from learners import rng
 from learners.algorithms.ddpg import DDPGConfig, actor_loss, critic_loss
 from learners.algorithms.maddpg import MADDPGConfig
-from learners.algorithms.ppo import PPOConfig, rollout_targets
+from learners.algorithms.ppo import PPOConfig, agent_specific_state, rollout_targets
 from learners.algorithms.wqmix import WQMIXConfig
 from learners.buffers.episodes import EpisodeBatch
 from learners.buffers.replay import ReplayBatch
@@ -432,7 +432,10 @@ def _critic_input(config: PPOConfig, obs: Array, state: Array) -> Array:
     if not config.centralised_critic:
         return _f64(obs)
     state = _f64(state)[..., None, :]
-    return np.broadcast_to(state, (*obs.shape[:-1], state.shape[-1]))
+    state = np.broadcast_to(state, (*obs.shape[:-1], state.shape[-1]))
+    if agent_specific_state(config):
+        return np.concatenate([state, _f64(obs)], -1)
+    return state
 
 
 def ppo_value_pass(config: PPOConfig, tensors: Tensors, buffer: RolloutBuffer) -> dict[str, Array]:

@@ -112,6 +112,31 @@ def test_mappos_critic_values_the_global_state_and_the_agents_own_id(backend: Ba
     assert not np.allclose(values[..., 0], values[..., 1])
 
 
+@pytest.mark.parametrize("backend", MAPPO_BACKENDS, ids=str)
+def test_an_agent_specific_critic_values_the_state_and_the_agents_own_observation(
+    backend: Backend,
+) -> None:
+    """With ``agent_specific_state`` the value also depends on the agent's own observation: a
+    change to one agent's observation moves that agent's values and no other agent's."""
+    config = _config(MAPPOConfig, value_norm=False, agent_specific_state=True)
+    learner = entry(Algorithm.MAPPO).learner_class(backend)(config, _tag_info(), "cpu", 0)
+    buffer = _rollout(config)
+    learner._value_pass(buffer)
+    values = buffer.values.copy()
+    one_agent_changed = _rollout(config)
+    for name in ("obs", "final_obs", "last_obs"):
+        getattr(one_agent_changed, name)[..., AGENT, :] += 1.0
+    learner._value_pass(one_agent_changed)
+    np.testing.assert_allclose(
+        one_agent_changed.values[..., ADVERSARIES], values[..., ADVERSARIES], rtol=1e-6, atol=1e-7
+    )
+    assert not np.allclose(one_agent_changed.values[..., AGENT], values[..., AGENT])
+    state_changed = _rollout(config)
+    state_changed.state += 1.0
+    learner._value_pass(state_changed)
+    assert not np.allclose(state_changed.values[..., ADVERSARIES], values[..., ADVERSARIES])
+
+
 PPO_PAIRS = [(a, b) for a, b in built_pairs() if a in (Algorithm.MAPPO, Algorithm.IPPO)]
 
 
