@@ -197,12 +197,15 @@ def test_target_stats_leave_out_agents_that_are_not_alive() -> None:
 
 def test_defect5_one_name_for_gradient_clipping() -> None:
     fields = set(MAPPOConfig.model_fields)
-    assert fields == set(IPPOConfig.model_fields)
+    assert fields - set(IPPOConfig.model_fields) == {"agent_specific_state"}  # MAPPO's critic only
+    assert set(IPPOConfig.model_fields) < fields
     assert "max_grad_norm" in fields
     assert not {"use_grad_clip", "grad_clip_norm", "use_grad_norm"} & fields
     assert MAPPOConfig(max_grad_norm=None).max_grad_norm is None
     with pytest.raises(ValidationError, match="grad_clip_norm"):
         IPPOConfig(grad_clip_norm=1.0)
+    with pytest.raises(ValidationError, match="agent_specific_state"):
+        IPPOConfig(agent_specific_state=True)  # IPPO's critic has no global state
 
 
 def test_config_validation_names_the_field() -> None:

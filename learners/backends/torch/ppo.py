@@ -101,9 +101,11 @@ class TorchPPO(TorchState, PPOLearner[torch.Tensor]):
         return torch.as_tensor(x, device=self.device)
 
     def _critic_input(self, obs: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-        """The critic's input (..., N or 1, features): the agent's observation (IPPO) or the
-        global state (MAPPO). With shared parameters the state keeps a size-1 agent axis: the
-        first layer computes it once and broadcasts it over the agents' ids."""
+        """The critic's input (..., N or 1, features): the agent's observation (IPPO), the
+        global state (MAPPO), or the global state followed by the agent's observation (MAPPO
+        with ``agent_specific_state``). With shared parameters the global state alone keeps a
+        size-1 agent axis: the first layer computes it once and broadcasts it over the agents'
+        ids."""
         if not self.config.centralised_critic:
             return obs
         state = state.unsqueeze(-2)
