@@ -89,25 +89,40 @@ def test_advantages_are_standardised_within_each_team() -> None:
 MAPPO_BACKENDS = [b for a, b in built_pairs() if a == Algorithm.MAPPO]
 
 
+def _values(learner: Any, config: PPOConfig, change: Any = None) -> np.ndarray:
+    """The learner's value pass over ``_rollout(config)``, after ``change`` edits the rollout."""
+    buffer = _rollout(config)
+    if change is not None:
+        change(buffer)
+    learner._value_pass(buffer)
+    return buffer.values.copy()
+
+
+def _shift_observations(agents: Any) -> Any:
+    """A change that adds 1 to the observations of ``agents`` (every one, an ended episode's final
+    one and the one after the last step)."""
+
+    def change(buffer: RolloutBuffer) -> None:
+        for name in ("obs", "final_obs", "last_obs"):
+            getattr(buffer, name)[..., agents, :] += 1.0
+
+    return change
+
+
+def _shift_state(buffer: RolloutBuffer) -> None:
+    buffer.state += 1.0
+
+
 @pytest.mark.parametrize("backend", MAPPO_BACKENDS, ids=str)
 def test_mappos_critic_values_the_global_state_and_the_agents_own_id(backend: Backend) -> None:
     """Each agent's value depends on the global state and its id, never on the observations;
     with shared parameters agents of one state still get their own values (their ids)."""
     config = _config(MAPPOConfig, value_norm=False)
     learner = entry(Algorithm.MAPPO).learner_class(backend)(config, _tag_info(), "cpu", 0)
-    buffer = _rollout(config)
-    learner._value_pass(buffer)
-    values = buffer.values.copy()
-    observations_changed = _rollout(config)
-    for name in ("obs", "final_obs", "last_obs"):
-        array = getattr(observations_changed, name)
-        array += 1.0
-    learner._value_pass(observations_changed)
-    np.testing.assert_allclose(observations_changed.values, values, rtol=1e-6, atol=1e-7)
-    state_changed = _rollout(config)
-    state_changed.state += 1.0
-    learner._value_pass(state_changed)
-    assert not np.allclose(state_changed.values, values)
+    values = _values(learner, config)
+    observations_changed = _values(learner, config, _shift_observations(slice(None)))
+    np.testing.assert_allclose(observations_changed, values, rtol=1e-6, atol=1e-7)
+    assert not np.allclose(_values(learner, config, _shift_state), values)
     assert not np.allclose(values[..., 0], values[..., AGENT])
     assert not np.allclose(values[..., 0], values[..., 1])
 
@@ -120,21 +135,14 @@ def test_an_agent_specific_critic_values_the_state_and_the_agents_own_observatio
     change to one agent's observation moves that agent's values and no other agent's."""
     config = _config(MAPPOConfig, value_norm=False, agent_specific_state=True)
     learner = entry(Algorithm.MAPPO).learner_class(backend)(config, _tag_info(), "cpu", 0)
-    buffer = _rollout(config)
-    learner._value_pass(buffer)
-    values = buffer.values.copy()
-    one_agent_changed = _rollout(config)
-    for name in ("obs", "final_obs", "last_obs"):
-        getattr(one_agent_changed, name)[..., AGENT, :] += 1.0
-    learner._value_pass(one_agent_changed)
+    values = _values(learner, config)
+    one_agent_changed = _values(learner, config, _shift_observations(AGENT))
     np.testing.assert_allclose(
-        one_agent_changed.values[..., ADVERSARIES], values[..., ADVERSARIES], rtol=1e-6, atol=1e-7
+        one_agent_changed[..., ADVERSARIES], values[..., ADVERSARIES], rtol=1e-6, atol=1e-7
     )
-    assert not np.allclose(one_agent_changed.values[..., AGENT], values[..., AGENT])
-    state_changed = _rollout(config)
-    state_changed.state += 1.0
-    learner._value_pass(state_changed)
-    assert not np.allclose(state_changed.values[..., ADVERSARIES], values[..., ADVERSARIES])
+    assert not np.allclose(one_agent_changed[..., AGENT], values[..., AGENT])
+    state_changed = _values(learner, config, _shift_state)
+    assert not np.allclose(state_changed[..., ADVERSARIES], values[..., ADVERSARIES])
 
 
 PPO_PAIRS = [(a, b) for a, b in built_pairs() if a in (Algorithm.MAPPO, Algorithm.IPPO)]
