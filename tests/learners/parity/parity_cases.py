@@ -160,7 +160,7 @@ def _ppo_variants(config_class: type[PPOConfig]) -> list[Variant]:
     for kind, recurrent, shared in itertools.product(
         ("discrete", "continuous"), (False, True), (True, False)
     ):
-        name = f"{kind}-{'gru' if recurrent else 'mlp'}-{'shared' if shared else 'separate'}"
+        name = _ppo_name(kind, recurrent, shared)
         variants.append(_ppo_variant(config_class, name, kind, recurrent, shared, 1, 1))
     variants.append(
         _ppo_variant(config_class, "discrete-gru-minibatches", "discrete", True, True, 2, 3)
@@ -175,14 +175,18 @@ def _ppo_variants(config_class: type[PPOConfig]) -> list[Variant]:
         variants.append(_ppo_variant(config_class, name, kind, recurrent, True, 1, 1, teams=teams))
     if config_class is MAPPOConfig:  # the critic sees the state and then the agent's observation
         for kind, recurrent, shared in (("discrete", False, True), ("continuous", True, False)):
-            name = f"{kind}-{'gru' if recurrent else 'mlp'}-{'shared' if shared else 'separate'}"
+            name = f"{_ppo_name(kind, recurrent, shared)}-agent-specific"
             variants.append(
                 _ppo_variant(
-                    config_class, f"{name}-agent-specific", kind, recurrent, shared, 1, 1,
+                    config_class, name, kind, recurrent, shared, 1, 1,
                     agent_specific_state=True,
                 )
             )  # fmt: skip
     return variants
+
+
+def _ppo_name(kind: str, recurrent: bool, shared: bool) -> str:
+    return f"{kind}-{'gru' if recurrent else 'mlp'}-{'shared' if shared else 'separate'}"
 
 
 def _ppo_variant(
