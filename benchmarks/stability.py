@@ -9,7 +9,10 @@ at most ``--jobs`` at a time, and writes ``<out>/<algorithm>-<backend>-<seed>.js
 curve and every logged learner stat); a run whose file exists is not run again, so an interrupted
 sweep continues where it stopped. ``--summary`` only prints the table of what is there: a run
 still going (or cut off) counts with the evaluations its log shows so far, marked "in progress",
-and each group also gets its IQM at every evaluation all its runs reached.
+and each group also gets its IQM at every evaluation all its runs reached. ``--summary --against
+OTHER`` adds a paired comparison with another sweep of the same seeds (another ``--set``, say):
+at each evaluation, the per-seed differences, their mean with a 95% bootstrap interval over the
+seeds, and on how many seeds ``--out`` was ahead.
 ``--env-kwargs N=4 max_cycles=50`` builds the environment with other constructor kwargs (the
 variants of ``docs/algorithms.md``). ``--engine mpe2`` trains MPE runs on the reference engine
 instead of the vector one (the learning parity of the two engines, ``docs/learners.md``); give
@@ -31,6 +34,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -193,16 +197,90 @@ def common_evals(group: list[dict[str, Any]]) -> list[tuple[int, list[float]]]:
     return [(step, [dict(r["evals"])[step] for r in group]) for step in sorted(steps)]
 
 
-def summary(out: Path, args: argparse.Namespace) -> None:
-    from learning import parse_overrides
-
-    from core.sweeps.stats import bootstrap_ci, iqm
-
+def load_runs(out: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every run of sweep folder ``out``: its result file, or what its log shows so far."""
     runs = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
     # Runs without a result file yet: what their logs show so far (marked in the table).
     for log in sorted(out.glob("*.log")):
         if not log.with_suffix(".json").exists() and (run := partial_run(log, args)):
             runs.append(run)
+    return runs
+
+
+@dataclass(frozen=True)
+class PairedPoint:
+    """Two sweeps' runs of one group compared seed by seed at one evaluation: the per-seed
+    differences (this sweep's return minus the other's), their mean and its 95% interval
+    (resampling the seeds, each with its pair), and on how many seeds this sweep was ahead."""
+
+    step: int
+    seeds: list[int]
+    differences: list[float]
+    mean: float
+    low: float
+    high: float
+    ahead: int
+
+
+def paired_comparison(
+    runs: list[dict[str, Any]], other: list[dict[str, Any]]
+) -> dict[tuple[str, str], list[PairedPoint]]:
+    """For each (algorithm, backend) group in both sweeps, at each evaluation that every seed
+    both sweeps ran reached in both: the paired differences. Two settings on the same seeds
+    differ by less noise than two sets of seeds do, since a seed's environment draws and
+    initial weights are the same on both sides."""
+    from core.sweeps.stats import bootstrap_ci, mean
+
+    def by_group(items: list[dict[str, Any]]) -> dict[tuple[str, str], dict[int, dict[int, float]]]:
+        groups: dict[tuple[str, str], dict[int, dict[int, float]]] = {}
+        for run in items:
+            key = (run["algorithm"], run["backend"])
+            groups.setdefault(key, {})[run["seed"]] = {int(s): float(v) for s, v in run["evals"]}
+        return groups
+
+    mine, theirs = by_group(runs), by_group(other)
+    result: dict[tuple[str, str], list[PairedPoint]] = {}
+    for key in sorted(mine.keys() & theirs.keys()):
+        seeds = sorted(mine[key].keys() & theirs[key].keys())
+        if not seeds:
+            continue
+        steps = set.intersection(*(set(mine[key][s]) & set(theirs[key][s]) for s in seeds))
+        points = []
+        for step in sorted(steps):
+            diffs = [mine[key][s][step] - theirs[key][s][step] for s in seeds]
+            ci = bootstrap_ci(diffs, mean)
+            ahead = sum(d > 0 for d in diffs)
+            points.append(
+                PairedPoint(step, seeds, diffs, float(mean(diffs)), ci.low, ci.high, ahead)
+            )
+        result[key] = points
+    return result
+
+
+def print_paired(out: Path, against: Path, args: argparse.Namespace) -> None:
+    """``--against``: this sweep's runs minus the other's, seed by seed."""
+    for (algorithm, backend), points in paired_comparison(
+        load_runs(out, args), load_runs(against, args)
+    ).items():
+        print(
+            f"{algorithm} {backend}: {out} minus {against}, paired on seeds "
+            f"{', '.join(map(str, points[0].seeds)) if points else 'none'}"
+        )
+        print("| env steps | difference per seed | mean [95% CI] | seeds ahead |")
+        print("|---:|---|---|---:|")
+        for p in points:
+            print(
+                f"| {p.step // 1000}k | {', '.join(f'{d:+.1f}' for d in p.differences)} | "
+                f"{p.mean:+.2f} [{p.low:+.2f}, {p.high:+.2f}] | {p.ahead} of {len(p.seeds)} |"
+            )
+
+
+def summary(out: Path, args: argparse.Namespace) -> None:
+    from learning import parse_overrides
+
+    from core.sweeps.stats import bootstrap_ci, iqm
+
+    runs = load_runs(out, args)
     randoms: dict[str, dict[str, float]] = {}
 
     def random_play(run: dict[str, Any]) -> dict[str, float]:
@@ -304,6 +382,11 @@ def main() -> None:
     parser.add_argument("--grace", type=int, default=100_000)
     parser.add_argument("--summary", action="store_true", help="only print the table")
     parser.add_argument(
+        "--against", type=Path, metavar="OUT",
+        help="after the summary, compare the runs of --out with those of another sweep folder, "
+        "seed by seed (the same seeds, another setting)",
+    )  # fmt: skip
+    parser.add_argument(
         "--one", nargs=3, metavar=("ALGORITHM", "BACKEND", "SEED"), help=argparse.SUPPRESS
     )
     args = parser.parse_args()
@@ -341,6 +424,8 @@ def main() -> None:
         with ThreadPoolExecutor(args.jobs) as pool:
             list(pool.map(launch, todo))
     summary(args.out, args)
+    if args.against is not None:
+        print_paired(args.out, args.against, args)
 
 
 if __name__ == "__main__":

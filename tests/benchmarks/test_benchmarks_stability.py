@@ -113,3 +113,32 @@ def test_a_partial_run_has_the_env_kwargs_its_run_was_built_with(
     points = [MetricPoint(25_000, 0.0, "eval/episode_return", -20.0)]
     run = stability.partial_run(_log(tmp_path, name, seed, points, capsys), ARGS)
     assert run is not None and run["env_kwargs"] == kwargs
+
+
+def _run(seed: int, evals: list[tuple[int, float]], algorithm: str = "mappo") -> dict[str, object]:
+    return {"algorithm": algorithm, "backend": "torch", "seed": seed, "evals": evals}
+
+
+def test_two_sweeps_are_compared_seed_by_seed_on_the_seeds_and_evaluations_both_have() -> None:
+    option = [
+        _run(205, [(200_000, -15.0), (400_000, -12.0)]),
+        _run(206, [(200_000, -16.0), (400_000, -13.0)]),
+        _run(207, [(200_000, -14.0)]),  # still going
+        _run(300, [(200_000, -1.0), (400_000, -1.0)]),  # no pair in the other sweep
+        _run(205, [(200_000, -20.0)], algorithm="ippo"),  # a group the other sweep lacks
+    ]
+    default = [
+        _run(205, [(200_000, -16.0), (400_000, -12.5)]),
+        _run(206, [(200_000, -15.0), (400_000, -14.0)]),
+        _run(207, [(200_000, -16.0), (400_000, -11.0)]),
+    ]
+    compared = stability.paired_comparison(option, default)
+    assert list(compared) == [("mappo", "torch")]
+    # Seed 207 has reached only 200k in one sweep: every point compares the same three seeds.
+    (point,) = compared[("mappo", "torch")]
+    assert point.step == 200_000 and point.seeds == [205, 206, 207]
+    assert point.differences == pytest.approx([1.0, -1.0, 2.0])
+    assert point.mean == pytest.approx(2.0 / 3.0)
+    assert point.ahead == 2
+    # The interval of a resampled mean of the three differences lies within their range.
+    assert -1.0 <= point.low < point.mean < point.high <= 2.0
