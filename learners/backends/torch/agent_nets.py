@@ -170,9 +170,12 @@ class AgentMLP(nn.Module):
             return self.act(first(x))
         # W [x, e_i] + b = W_x x + b + W_id[:, i]: the id's columns are a per-agent bias, added
         # by broadcasting over the agent axis instead of building and concatenating one-hots.
+        # The bias is made contiguous first: added as a transposed view to an input with a size-1
+        # agent axis (MAPPO's shared critic on the state), the sum came out agent-minor, and
+        # every later layer, ReLU backward included, ran on that layout at many times the cost.
         n = self.num_agents
-        y = nn.functional.linear(x, first.weight[:, :-n], first.bias) + first.weight[:, -n:].t()
-        return self.act(y)
+        ids = first.weight[:, -n:].t().contiguous()
+        return self.act(nn.functional.linear(x, first.weight[:, :-n], first.bias) + ids)
 
     def recur(
         self, y: torch.Tensor, h: torch.Tensor, starts: torch.Tensor | None = None
