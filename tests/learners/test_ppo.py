@@ -282,3 +282,19 @@ def test_shared_first_layer_is_a_linear_map_of_observation_and_one_hot_id() -> N
     ids = torch.eye(3).expand(4, 7, 3, 3)
     explicit = torch.relu(net.layers[0](torch.cat([x, ids], dim=-1)))
     torch.testing.assert_close(net.encode(x), explicit)
+
+
+def test_a_state_shared_by_the_agents_is_encoded_agent_major() -> None:
+    """MAPPO's shared critic takes the state once, with a size-1 agent axis, and adds each agent's
+    id columns by broadcasting: the sum must come out in the ordinary (agent-major) layout, not the
+    transposed id view's, or every later layer and its backward run on strided memory (a tenth
+    of MAPPO's update; docs/learners.md, "A memory layout that cost MAPPO a tenth")."""
+    from learners.backends.torch.agent_nets import AgentMLP
+
+    net = AgentMLP(5, (8, 8), 2, 3, shared=True, activation="relu", rnn_hidden_size=None)
+    net.reset_parameters(torch.Generator().manual_seed(0), head_gain=1.0)
+    state = torch.randn(200, 1, 5)
+    hidden = net.encode(state)
+    assert hidden.shape == (200, 3, 8)
+    assert hidden.is_contiguous()
+    torch.testing.assert_close(hidden, net.encode(state.expand(200, 3, 5).contiguous()))
