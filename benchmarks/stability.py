@@ -259,13 +259,15 @@ def paired_comparison(
 
 def print_paired(out: Path, against: Path, args: argparse.Namespace) -> None:
     """``--against``: this sweep's runs minus the other's, seed by seed."""
-    for (algorithm, backend), points in paired_comparison(
-        load_runs(out, args), load_runs(against, args)
-    ).items():
-        print(
-            f"{algorithm} {backend}: {out} minus {against}, paired on seeds "
-            f"{', '.join(map(str, points[0].seeds)) if points else 'none'}"
-        )
+    compared = paired_comparison(load_runs(out, args), load_runs(against, args))
+    if not compared:
+        print(f"{out} and {against} share no (algorithm, backend, seed) run: nothing to pair")
+    for (algorithm, backend), points in compared.items():
+        if not points:
+            print(f"{algorithm} {backend}: no evaluation that every common seed reached in both")
+            continue
+        seeds = ", ".join(map(str, points[0].seeds))
+        print(f"{algorithm} {backend}: {out} minus {against}, paired on seeds {seeds}")
         print("| env steps | difference per seed | mean [95% CI] | seeds ahead |")
         print("|---:|---|---|---:|")
         for p in points:
