@@ -216,10 +216,16 @@ class PairedPoint:
     step: int
     seeds: list[int]
     differences: list[float]
-    mean: float
     low: float
     high: float
-    ahead: int
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.differences))
+
+    @property
+    def ahead(self) -> int:
+        return sum(d > 0 for d in self.differences)
 
 
 def paired_comparison(
@@ -249,10 +255,7 @@ def paired_comparison(
         for step in sorted(steps):
             diffs = [mine[key][s][step] - theirs[key][s][step] for s in seeds]
             ci = bootstrap_ci(diffs, mean)
-            ahead = sum(d > 0 for d in diffs)
-            points.append(
-                PairedPoint(step, seeds, diffs, float(mean(diffs)), ci.low, ci.high, ahead)
-            )
+            points.append(PairedPoint(step, seeds, diffs, ci.low, ci.high))
         result[key] = points
     return result
 
