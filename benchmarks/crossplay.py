@@ -1,21 +1,27 @@
-"""Cross-play (issue #19): MADDPG teams against DDPG teams on the competitive MPE scenarios.
+"""Cross-play (issue #19): one algorithm's teams against another's on the competitive MPE scenarios.
 
     python benchmarks/crossplay.py --out /tmp/crossplay --steps 30000 --seeds 0 1 2 --reuse
+    python benchmarks/crossplay.py --algorithms MAPPO IPPO --out /tmp/crossplay-ppo ...
 
 Lowe et al. (NeurIPS 2017) compare MADDPG against DDPG agents, independent learners whose critic
 sees only their own observation and action. Here the DDPG baseline is ``maddpg`` with
 ``centralised_critic: false`` (``learners.algorithms.maddpg``): the same actors, the same parameter
-sharing within a team and the same hyperparameters, only the critic's input differs.
+sharing within a team and the same hyperparameters, only the critic's input differs. The same
+question for PPO is ``--algorithms MAPPO IPPO`` (a critic on the global state against one on the
+agent's own observation). The algorithms compared must act in the same action space (MADDPG and
+DDPG continuous, MAPPO and IPPO discrete: the benchmarks' MPE settings), since a match seats both
+teams in one env.
 
-For each scenario (continuous actions, the learners' MPE defaults, 8 envs) it trains both over the
-seeds, one run at a time in this process with one CPU thread (``MARLFORGE_CPU_THREADS``), and keeps
+For each scenario (the learners' MPE defaults, 8 envs) it trains each algorithm over the seeds,
+one run at a time in this process with one CPU thread (``MARLFORGE_CPU_THREADS``), and keeps
 each run's final checkpoint and its last evaluation's per-team returns under ``--out``; ``--reuse``
 skips a run whose checkpoint is there, so an interrupted invocation continues where it stopped.
 Then it plays matches (``learners.matches.play_match``, greedy policies):
 
-- the four pairings, adversary team from algorithm X's run and agent team from algorithm Y's run,
+- every pairing, adversary team from algorithm X's run and agent team from algorithm Y's run,
   for every pairing of seeds (seeds x seeds matches per pairing);
-- each algorithm against random play, in both roles, once per seed.
+- each algorithm against random play, in both roles, once per seed, and random play against itself
+  (what a team's return is when neither side has learned).
 
 Per scenario it prints markdown tables: each pairing's team mean returns, the mean over its matches
 with a 95% Student-t interval across those matches, and the scenario's natural score
@@ -50,11 +56,14 @@ from learners.spec import EnvSpec, ExperimentSpec  # noqa: E402
 from learners.training import train  # noqa: E402
 
 SCENARIOS = ("simple_adversary_v3", "simple_tag_v3", "simple_push_v3")
-ALGORITHMS: dict[str, dict[str, Any]] = {
-    "MADDPG": {},
-    "DDPG": {"centralised_critic": False},
+ALGORITHMS: dict[str, tuple[str, dict[str, Any]]] = {
+    "MADDPG": ("maddpg", {}),
+    "DDPG": ("maddpg", {"centralised_critic": False}),
+    "MAPPO": ("mappo", {}),
+    "IPPO": ("ippo", {}),
 }
-"""Each compared algorithm's hyperparameters over MADDPG's defaults."""
+"""Each comparable algorithm: the learner it runs and its hyperparameters over that learner's
+defaults."""
 
 
 class CheckpointHooks(EchoHooks):
@@ -75,11 +84,27 @@ class Run:
 
 
 def spec_for(args: argparse.Namespace, scenario: str, algorithm: str, seed: int) -> ExperimentSpec:
+    learner, hyperparameters = ALGORITHMS[algorithm]
     return default_spec(
-        "maddpg", "torch", scenario, seed=seed, steps=args.steps, num_envs=8,
+        learner, "torch", scenario, seed=seed, steps=args.steps, num_envs=8,
         eval_every=args.eval_every or args.steps, eval_episodes=args.eval_episodes,
-        hyperparameters=dict(ALGORITHMS[algorithm]),
+        hyperparameters=dict(hyperparameters),
     )  # fmt: skip
+
+
+def action_space_errors(algorithms: list[str], scenario: str) -> list[str]:
+    """Why these algorithms cannot meet in one match on the scenario: each compared algorithm's
+    env, against the first's (empty when every one acts in the same action space)."""
+    probe = argparse.Namespace(steps=1, eval_every=0, eval_episodes=1)
+    envs = {x: spec_for(probe, scenario, x, 0).env.kwargs for x in algorithms}
+    first = algorithms[0]
+    kind = envs[first].get("continuous_actions", False)
+    return [
+        f"{x} acts {'continuously' if not kind else 'discretely'}, {first} does not: "
+        "a match seats both teams in one env"
+        for x in algorithms[1:]
+        if envs[x].get("continuous_actions", False) != kind
+    ]
 
 
 def train_run(args: argparse.Namespace, scenario: str, algorithm: str, seed: int) -> Run:
@@ -136,23 +161,25 @@ def crossplay(args: argparse.Namespace, scenario: str, runs: dict[str, list[Run]
     """Play and print the scenario's pairings; adversary first, as the scenario orders teams."""
     teams = scenario_teams(EnvSuite.MPE, scenario)
     adversary, agent = teams
-    env = spec_for(args, scenario, "MADDPG", 0).env
+    env = spec_for(args, scenario, next(iter(runs)), 0).env
     start = time.perf_counter()
     header = f"| {adversary} vs {agent} | matches | " + " | ".join(teams) + " | score |"
     lines = [header, "|" + "---|" * (len(teams) + 3)]
-    for x in ALGORITHMS:
-        for y in ALGORITHMS:
+    for x in runs:
+        for y in runs:
             results = [
                 play(env, {adversary: a.checkpoint, agent: b.checkpoint}, args, seed=10 * i + j)
                 for i, a in enumerate(runs[x])
                 for j, b in enumerate(runs[y])
             ]
             lines.append(pairing_row(f"{x} vs {y}", results, teams))
-    for x in ALGORITHMS:
+    for x in runs:
         vs_random = [play(env, {adversary: r.checkpoint, agent: RANDOM}, args, 0) for r in runs[x]]
         lines.append(pairing_row(f"{x} vs random", vs_random, teams))
         random_vs = [play(env, {adversary: RANDOM, agent: r.checkpoint}, args, 0) for r in runs[x]]
         lines.append(pairing_row(f"random vs {x}", random_vs, teams))
+    both_random = play(env, {adversary: RANDOM, agent: RANDOM}, args, 0)
+    lines.append(pairing_row("random vs random", [both_random], teams))
     print(f"\n### {scenario}: cross-play ({time.perf_counter() - start:.0f} s of matches)\n")
     print("\n".join(lines))
     print(f"\n### {scenario}: each run's last evaluation (self-play), mean ± 95% CI over seeds\n")
@@ -169,6 +196,10 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--scenarios", nargs="+", default=list(SCENARIOS), choices=SCENARIOS)
+    parser.add_argument(
+        "--algorithms", nargs="+", default=["MADDPG", "DDPG"], choices=list(ALGORITHMS),
+        help="the algorithms whose teams meet (one action space: MADDPG DDPG, or MAPPO IPPO)",
+    )  # fmt: skip
     parser.add_argument("--steps", type=int, default=30_000)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--episodes", type=int, default=50, help="episodes per match")
@@ -177,8 +208,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--reuse", action="store_true", help="skip runs whose checkpoint exists")
     args = parser.parse_args()
+    algorithms = list(dict.fromkeys(args.algorithms))
     for scenario in args.scenarios:
-        runs = {x: [train_run(args, scenario, x, seed) for seed in args.seeds] for x in ALGORITHMS}
+        if errors := action_space_errors(algorithms, scenario):
+            parser.error("; ".join(errors))
+    for scenario in args.scenarios:
+        runs = {x: [train_run(args, scenario, x, seed) for seed in args.seeds] for x in algorithms}
         crossplay(args, scenario, runs)
 
 
