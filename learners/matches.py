@@ -24,7 +24,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from learners.envs.mpe import MPEVecEnv
     from learners.spec import EnvSpec
 
-RANDOM = "random"
+RANDOM: Final = "random"
 TeamPolicy = Path | Literal["random"]
 """A checkpoint file on local disk, or uniform random actions."""
 # Copies stepped together: enough to batch the policies' forward passes, few enough that a short
