@@ -48,7 +48,7 @@ from scipy import stats  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.learning import EchoHooks, default_spec  # noqa: E402
+from benchmarks.learning import EchoHooks, default_spec, run_env_kwargs  # noqa: E402
 from learners.enums import EnvSuite  # noqa: E402
 from learners.envs.catalogue import scenario_teams  # noqa: E402
 from learners.matches import RANDOM, MatchResult, TeamPolicy, play_match  # noqa: E402
@@ -95,8 +95,7 @@ def spec_for(args: argparse.Namespace, scenario: str, algorithm: str, seed: int)
 def action_space_errors(algorithms: list[str], scenario: str) -> list[str]:
     """Why these algorithms cannot meet in one match on the scenario: each compared algorithm's
     env, against the first's (empty when every one acts in the same action space)."""
-    probe = argparse.Namespace(steps=1, eval_every=0, eval_episodes=1)
-    envs = {x: spec_for(probe, scenario, x, 0).env.kwargs for x in algorithms}
+    envs = {x: run_env_kwargs(ALGORITHMS[x][0], scenario) for x in algorithms}
     first = algorithms[0]
     kind = envs[first].get("continuous_actions", False)
     return [
