@@ -2,8 +2,11 @@
 
 A worker that claims a run holds a **lease** on it: its identity (``worker_id``), the time of its
 last heartbeat and when the hold lapses (``lease_expires_at``). The worker renews the lease every
-poll interval while the run's process lives (``workers.orchestration``); a renewal that finds the
-lease gone tells the worker that the run was taken from it, and it stops the run's process.
+poll interval while the run's process lives (``workers.orchestration``); a renewal that finds
+another worker holding the run tells the worker that the run was taken from it, and it stops the
+run's process at once. One that finds nobody holding it (``Hold.RELEASED``: the run's own process
+has just recorded its end, or the run was moved on) waits for the process to report, up to the
+lease's length: the process can no longer write, and its report says whether to requeue.
 
 A worker that dies (``kill -9``, a preempted node, the kernel's OOM killer, a lost network) stops
 renewing. ``reap`` finds the runs whose lease lapsed and moves each on, in one conditional UPDATE
@@ -28,6 +31,7 @@ import logging
 import os
 import socket
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -41,7 +45,7 @@ from core.lifecycle import transition
 from core.models import Experiment
 from core.queue import Dispatcher
 from core.repositories import CheckpointRepository, EventRepository
-from core.repositories.leases import LeaseRepository, lapsed
+from core.repositories.leases import HELD_STATUSES, LeaseRepository, lapsed
 from learners.spec import SpecEnvelope
 
 log = logging.getLogger(__name__)
@@ -74,17 +78,35 @@ RELEASED: dict[str, Any] = {"lease_expires_at": None}
 id and last heartbeat stay, to say who ran it last."""
 
 
+class Hold(StrEnum):
+    """What a renewal found."""
+
+    HELD = "held"
+    """The worker holds the run; the lease was extended."""
+    RELEASED = "released"
+    """Nobody holds the run: it left ``running``/``cancelling``. The worker's own run process
+    records its end that way (succeeded, failed, cancelled, or queued again on a shutdown), and a
+    reaper or a person may have moved it on; either way its writes, all conditional on the hold,
+    can no longer land, so the process stops by itself and reports."""
+    TAKEN = "taken"
+    """Another worker holds the run now."""
+
+
 def renew(session_factory: sessionmaker[Session], experiment_id: str, worker_id: str,
-          ttl_s: float) -> bool:  # fmt: skip
-    """Extend the lease; False when ``worker_id`` no longer holds the run. Raises the database's
-    error when it cannot be reached (the caller decides how long to keep trying)."""
+          ttl_s: float) -> Hold:  # fmt: skip
+    """Extend ``worker_id``'s lease and say what was found. Raises the database's error when it
+    cannot be reached (the caller decides how long to keep trying)."""
     now = utcnow()
     with session_factory() as session:
-        held = LeaseRepository(session).renew(
-            experiment_id, worker_id, now, now + dt.timedelta(seconds=ttl_s)
-        )
-        session.commit()
-    return held
+        repository = LeaseRepository(session)
+        if repository.renew(experiment_id, worker_id, now, now + dt.timedelta(seconds=ttl_s)):
+            session.commit()
+            return Hold.HELD
+        holder = repository.holder(experiment_id)
+    if holder is None or holder[0] not in HELD_STATUSES:
+        return Hold.RELEASED
+    # Held by this worker but not extended: moved on and claimed again between the two reads.
+    return Hold.HELD if holder[1] == worker_id else Hold.TAKEN
 
 
 @dataclass(frozen=True)

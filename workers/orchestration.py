@@ -121,11 +121,10 @@ def run_experiment(
     if result.ending == Ending.RETURNED and result.value is not None:
         return result.value
     if result.ending == Ending.LOST:
-        # Another worker has the run now (our lease lapsed): leave everything to it, partial
-        # checkpoint files included, and let the broker forget this message.
-        log.warning(
-            "experiment %s was taken over by another worker; stopped it here", experiment_id
-        )
+        # Another worker has the run now (our lease lapsed), or the run was moved on and its
+        # process did not stop: leave everything to whoever has it, partial checkpoint files
+        # included, and let the broker forget this message.
+        log.warning("experiment %s is no longer this worker's; stopped it here", experiment_id)
         return Outcome.DONE
     run = _Held(experiment_id, session_factory, worker_id)
     return _record_stop(run, storage, limits, result, shutdown_requested())
@@ -245,7 +244,7 @@ def _end_now(session: Session, experiment: Experiment, to: ExperimentStatus, rea
 
 class _Lease:
     """The worker's side of a run's lease: ``renew`` is called every poll while the run's process
-    lives and answers whether the run is still this worker's."""
+    lives and answers whether the process may go on."""
 
     def __init__(
         self, session_factory: sessionmaker[Session], experiment_id: str, worker_id: str,
@@ -256,10 +255,11 @@ class _Lease:
         self.worker_id = worker_id
         self.ttl_s = ttl_s
         self.renewed = time.monotonic()
+        self.released: float | None = None
 
     def renew(self) -> bool:
         try:
-            held = leases.renew(
+            hold = leases.renew(
                 self.session_factory, self.experiment_id, self.worker_id, self.ttl_s
             )
         except SQLAlchemyError as exc:
@@ -271,9 +271,25 @@ class _Lease:
                 self.experiment_id, silent, exc,
             )  # fmt: skip
             return silent < self.ttl_s
-        if held:
+        if hold == leases.Hold.HELD:
             self.renewed = time.monotonic()
-        return held
+            return True
+        if hold == leases.Hold.TAKEN:
+            return False
+        # Released: most often the run's own process has just recorded its end (a shutdown's
+        # return to the queue too) and is about to report it; stopping it now would lose that
+        # report. Whoever released it, the process can no longer write, so it stops by itself:
+        # give it the lease's length to do so.
+        now = time.monotonic()
+        if self.released is None:
+            self.released = now
+        if now - self.released < self.ttl_s:
+            return True
+        log.warning(
+            "experiment %s was moved on %.0f s ago and its process has not stopped; stopping it",
+            self.experiment_id, now - self.released,
+        )  # fmt: skip
+        return False
 
 
 def _resume_copy(storage: ArtifactStore, experiment_id: str) -> Path:

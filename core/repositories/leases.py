@@ -69,6 +69,13 @@ class LeaseRepository:
             query = query.where(Experiment.id.in_(list(among)))
         return list(self.session.scalars(query))
 
+    def holder(self, experiment_id: str) -> tuple[ExperimentStatus, str | None] | None:
+        """The run's status and the worker it names (None: no such run)."""
+        row = self.session.execute(
+            select(Experiment.status, Experiment.worker_id).where(Experiment.id == experiment_id)
+        ).first()
+        return None if row is None else (row[0], row[1])
+
     def held_by(self, worker_id: str) -> list[str]:
         """Ids of the runs ``worker_id`` holds."""
         query = select(Experiment.id).where(

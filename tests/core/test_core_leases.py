@@ -139,8 +139,8 @@ def test_renewal_keeps_the_run_and_only_its_holder_can_renew(
     before = experiments.get(session, experiment_id).lease_expires_at
     assert before is not None
 
-    assert not leases.renew(rollback_sessions, experiment_id, "w-2", TTL)
-    assert leases.renew(rollback_sessions, experiment_id, "w-1", 2 * TTL)
+    assert leases.renew(rollback_sessions, experiment_id, "w-2", TTL) == leases.Hold.TAKEN
+    assert leases.renew(rollback_sessions, experiment_id, "w-1", 2 * TTL) == leases.Hold.HELD
     after = experiments.get(session, experiment_id).lease_expires_at
     assert after is not None and after > before
 
@@ -150,6 +150,31 @@ def test_renewal_keeps_the_run_and_only_its_holder_can_renew(
         == []
     )
     assert experiments.get(session, experiment_id).status == S.RUNNING
+
+
+def test_a_renewal_tells_a_run_that_left_running_from_one_another_worker_holds(
+    session: Session,
+    rollback_sessions: sessionmaker[Session],
+    dispatcher: CeleryDispatcher,
+    start: Callable[..., str],
+) -> None:
+    experiment_id = start(worker="w-1")
+    # The run's own process returns it to the queue on a shutdown, which ends the lease: nobody
+    # holds it, and its worker must wait for the process's report, not treat it as taken.
+    transition(
+        session, experiment_id, [S.RUNNING], S.QUEUED, "the worker shut down",
+        **leases.RELEASED,
+    )  # fmt: skip
+    session.commit()
+    assert leases.renew(rollback_sessions, experiment_id, "w-1", TTL) == leases.Hold.RELEASED
+    assert experiments.get(session, experiment_id).lease_expires_at is None
+
+    transition(
+        session, experiment_id, [S.QUEUED], S.RUNNING, None, **leases.hold("w-2", TTL)
+    )  # fmt: skip
+    session.commit()
+    assert leases.renew(rollback_sessions, experiment_id, "w-1", TTL) == leases.Hold.TAKEN
+    assert leases.renew(rollback_sessions, "no-such-run", "w-1", TTL) == leases.Hold.RELEASED
 
 
 def test_after_max_restarts_a_lost_run_fails_and_zero_disables_restarts(

@@ -16,6 +16,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from core import experiments, leases
+from core.db import make_engine, make_session_factory
 from core.enums import EventKind, ExperimentStatus
 from core.lifecycle import transition
 from core.models import (
@@ -29,7 +30,8 @@ from core.queue import CeleryDispatcher
 from core.repositories import CheckpointRepository, MetricRepository
 from core.storage import FilesystemStore, StoredObject
 from tests.divergence_support import DIVERGING_PPO
-from workers.orchestration import Outcome, RunLimits, run_experiment
+from workers import orchestration
+from workers.orchestration import Outcome, RunJob, RunLimits, run_experiment
 
 S = ExperimentStatus
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -229,6 +231,44 @@ def test_a_worker_shutdown_requeues_and_the_next_run_resumes_on_the_same_steps(
     keys = _metric_keys(session_factory, experiment_id)
     assert len(keys) == len(set(keys))
     assert max(step for step, _ in keys) == 800
+
+
+def _requeue_then_report_late(job: RunJob, stop_requested: Callable[[], bool]) -> Outcome:
+    """A run process (spawned) that returns its run to the queue, as a shutdown's does, then is
+    slow to report it, as a loaded machine makes it: its worker polls the lease meanwhile."""
+    engine = make_engine(job.database_url)
+    try:
+        with make_session_factory(engine)() as session:
+            moved = transition(
+                session, job.experiment_id, [S.RUNNING], S.QUEUED, "the worker shut down",
+                condition=Experiment.worker_id == job.worker_id, **leases.RELEASED,
+            )  # fmt: skip
+            session.commit()
+        assert moved is not None
+    finally:
+        engine.dispose()
+    time.sleep(20 * job.limits.poll_interval_s)
+    return Outcome.REQUEUE
+
+
+def test_a_run_that_releases_its_lease_and_reports_late_is_not_taken_for_lost(
+    submit: Callable[..., str],
+    tiny_spec: Callable[..., dict[str, Any]],
+    session_factory: sessionmaker[Session],
+    storage: FilesystemStore,
+    limits: RunLimits,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The race CI met: the run's process recorded its return to the queue (which ends the lease)
+    # and its worker, renewing in between, read the ended lease as the run taken over, killed the
+    # process and acknowledged the message: a queued run with no message left to start it.
+    experiment_id = submit(tiny_spec())
+    monkeypatch.setattr(orchestration, "train_claimed", _requeue_then_report_late)
+
+    outcome = run_experiment(experiment_id, session_factory, storage, limits)
+
+    assert outcome == Outcome.REQUEUE
+    assert _experiment(session_factory, experiment_id).status == S.QUEUED
 
 
 def test_a_run_that_raises_fails_with_the_message(
