@@ -153,10 +153,7 @@ def test_renewal_keeps_the_run_and_only_its_holder_can_renew(
 
 
 def test_a_renewal_tells_a_run_that_left_running_from_one_another_worker_holds(
-    session: Session,
-    rollback_sessions: sessionmaker[Session],
-    dispatcher: CeleryDispatcher,
-    start: Callable[..., str],
+    session: Session, rollback_sessions: sessionmaker[Session], start: Callable[..., str]
 ) -> None:
     experiment_id = start(worker="w-1")
     # The run's own process returns it to the queue on a shutdown, which ends the lease: nobody
