@@ -11,8 +11,10 @@ starts ``target(job, stop_requested)`` in a child process and polls, every ``pol
   killed (``IGNORED_CANCEL``); the target is expected to notice the cancel itself before that;
 - ``shutdown_requested()``: the first True is forwarded to the child as SIGTERM, which sets its
   ``stop_requested``; still alive ``stop_grace_s`` later, the tree is killed (``IGNORED_SHUTDOWN``);
-- ``still_held()`` (the job's lease, renewed by the call): False means the job was given to
-  someone else, and the tree is killed at once (``LOST``).
+- ``still_held()`` (the job's lease, renewed by the call): False means the job is no longer this
+  process's to run (given to someone else), and the tree is killed at once (``LOST``). The caller
+  decides what counts: the worker answers True while a run its own child has just ended waits to
+  report (``workers.orchestration._Lease``).
 
 A child that ends without returning (a segfault, the kernel's OOM killer) gives ``DIED`` with its
 exit code or signal; one whose target raised gives ``RAISED`` with the error. The caller decides
