@@ -40,6 +40,11 @@ ROLLOUT = 12
 EPISODE_STEPS = 6
 # The on-policy step axis for learning-rate decay: update ``k`` happens at env step k * DECAY_STEP.
 DECAY_STEP, DECAY_TOTAL = 36, 400
+# A recurrent rollout trains on chunks of consecutive steps, as many as its episode boundaries
+# make (9 to 15 here). Every rollout of a recurrent variant is drawn with this many: a compiled
+# update is built for each shape it meets, and one shape per variant spared MindSpore four or five
+# compilations of about 10 s per variant (and TensorFlow as many retracings) over the ten updates.
+RECURRENT_CHUNKS = 12
 
 
 @dataclass(frozen=True)
@@ -355,8 +360,11 @@ def rollout_buffer(variant: Variant, seed: int, reward_scale: float = 1.0) -> Ro
     # Old log-probs far enough from the current policy's that the ratio gets clipped.
     buf.log_prob[:] = rng.normal(-1.5, 0.4, size=(t, e, n))
     buf.rewards[:] = reward_scale * rng.normal(size=(t, e, n))
-    buf.terminated[:] = rng.uniform(size=(t, e)) < 0.08
-    buf.episode_end[:] = buf.terminated | (rng.uniform(size=(t, e)) < 0.1)
+    while True:  # the episode boundaries; recurrent, redrawn until they make RECURRENT_CHUNKS
+        buf.terminated[:] = rng.uniform(size=(t, e)) < 0.08
+        buf.episode_end[:] = buf.terminated | (rng.uniform(size=(t, e)) < 0.1)
+        if not cfg.recurrent or len(buf.chunks(cfg.chunk_length).env) == RECURRENT_CHUNKS:
+            break
     buf.final_obs[:] = rng.normal(size=buf.final_obs.shape)
     buf.final_state[:] = rng.normal(size=buf.final_state.shape)
     if cfg.recurrent:
