@@ -21,6 +21,15 @@ a busy machine slows both alike; it prints the medians and their ratio. ``--engi
 runs each algorithm on both mpe engines (``env.engine``), their rounds interleaved, and prints the
 vector engine's training figure as a multiple of mpe2's.
 
+    python benchmarks/throughput.py onpolicy --engines vector --flops
+
+``--flops`` (torch) also looks inside one update: the floating-point operations of its matrix
+products (``torch.utils.flop_counter``, forward and backward passes) per env step and the rate
+that makes over the update's median time; the operators it dispatches and the share of its time
+the matrix products take (``torch.profiler``); and what one thread of this CPU reaches on the
+update's largest product and on a 1024 x 1024 one (float32). That says whether the update is
+bound by arithmetic or by the number of operators it runs.
+
 ``train`` and ``onpolicy`` take ``--device cuda`` (or ``auto``) to run the learner on a GPU; the
 environments always step on the CPU.
 """
@@ -135,7 +144,51 @@ def bench_on_policy(args: argparse.Namespace) -> None:
                 run.round(record=rollout > 0)  # the first round warms up
         for run in runs:
             run.report(runs[0])
+            if args.flops:
+                run.report_flops()
             run.env.close()
+    if args.flops:
+        peak = _matmul_gflops(1024, 1024, 1024)
+        print(f"one thread, float32 1024x1024 matrix product: {peak:.1f} GFLOP/s")
+
+
+class _CountKernels:
+    """Counts the operators an update dispatches to kernels (composite ones counted as the
+    kernels they run), with ``TorchDispatchMode``."""
+
+    def __enter__(self) -> _CountKernels:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        counter = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+                counter.calls += 1
+                return func(*args, **(kwargs or {}))
+
+        self.calls, self._mode = 0, Mode()
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._mode.__exit__(*exc)
+
+
+_PRODUCTS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"})
+
+
+def _matmul_gflops(m: int, k: int, n: int, seconds: float = 1.0) -> float:
+    """What ``torch.mm`` of (m, k) by (k, n) float32 reaches on this process's threads."""
+    import torch
+
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    for _ in range(3):
+        torch.mm(a, b)
+    calls, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        torch.mm(a, b)
+        calls += 1
+    return 2.0 * m * k * n * calls / (time.perf_counter() - start) / 1e9
 
 
 class _OnPolicyRun:
@@ -160,6 +213,7 @@ class _OnPolicyRun:
         self.bare: list[float] = []
         self.acting: list[float] = []
         self.training: list[float] = []
+        self.updating: list[float] = []
 
     def round(self, record: bool) -> None:
         from learners.runners.on_policy import collect_rollout
@@ -179,6 +233,7 @@ class _OnPolicyRun:
             self.bare.append(self.steps / (middle - start))
             self.acting.append(self.steps / (collected - middle))
             self.training.append(self.steps / (end - middle))
+            self.updating.append(end - collected)
 
     def report(self, first: _OnPolicyRun) -> None:
         b, a, t = (statistics.median(x) for x in (self.bare, self.acting, self.training))
@@ -188,6 +243,41 @@ class _OnPolicyRun:
         print(
             f"  {self.name} on {self.engine:>6}: bare env {b:8.0f}  rollout only {a:7.0f} "
             f"({a / b:4.0%})  training {t:7.0f} env steps/s ({t / b:4.0%} of the bare env)" + versus
+        )
+
+    def report_flops(self) -> None:
+        """The update's matrix-product operations per env step, the rate they make, the
+        operators it dispatches and the share of its time in matrix products."""
+        from torch.profiler import ProfilerActivity, profile
+        from torch.utils.flop_counter import FlopCounterMode
+
+        with FlopCounterMode(display=False) as counter:
+            self.learner.update(self.buffer)  # one more update, on the last rollout, counted
+        flops = counter.get_total_flops()
+        with _CountKernels() as kernels:
+            self.learner.update(self.buffer)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            self.learner.update(self.buffer)
+        ops = [e for e in prof.key_averages() if e.key.startswith("aten::")]
+        total = sum(e.self_cpu_time_total for e in ops)
+        products = sum(e.self_cpu_time_total for e in ops if e.key in _PRODUCTS)
+        seconds = statistics.median(self.updating)
+        share = seconds / (self.steps / statistics.median(self.training))
+        print(
+            f"    update: {seconds * 1e3:.1f} ms per rollout ({share:.0%} of training time);"
+            f" matrix products {flops / self.steps / 1e6:.2f} MFLOP per env step,"
+            f" {flops / seconds / 1e9:.1f} GFLOP/s over the whole update"
+        )
+        steps = self.config.epochs * self.config.minibatches
+        print(
+            f"    {kernels.calls} operators dispatched ({kernels.calls / steps:.0f} per gradient"
+            f" step); matrix products {products / total:.0%} of the operators' time (profiled)"
+        )
+        rows = self.steps * self.env.info.num_agents // self.config.minibatches
+        width = max(self.config.hidden_sizes)
+        print(
+            f"    one thread, the update's largest product ({rows}x{width} by {width}x{width}):"
+            f" {_matmul_gflops(rows, width, width):.1f} GFLOP/s"
         )
 
 
@@ -223,6 +313,10 @@ def main() -> None:
     on.add_argument(
         "--engines", nargs="+", choices=["mpe2", "vector"], default=["mpe2"],
         help="mpe engines to compare side by side (env.engine)",
+    )  # fmt: skip
+    on.add_argument(
+        "--flops", action="store_true",
+        help="count the update's floating-point operations (torch) and compare with a matmul",
     )  # fmt: skip
     args = parser.parse_args()
     commands = {"envs": bench_envs, "train": bench_train, "onpolicy": bench_on_policy}
