@@ -41,9 +41,10 @@ EPISODE_STEPS = 6
 # The on-policy step axis for learning-rate decay: update ``k`` happens at env step k * DECAY_STEP.
 DECAY_STEP, DECAY_TOTAL = 36, 400
 # A recurrent rollout trains on chunks of consecutive steps, as many as its episode boundaries
-# make (9 to 15 here). Every rollout of a recurrent variant is drawn with this many: a compiled
-# update is built for each shape it meets, and one shape per variant spared MindSpore four or five
-# compilations of about 10 s per variant (and TensorFlow as many retracings) over the ten updates.
+# make (9 to 15 here, by seed). A compiled backend builds its update once per input shape (the
+# learners round chunk counts up to a few sizes), and the seeds of the ten-update tests met more
+# than one: MindSpore compiled a variant's update again (10 to 13 s here) at every new size, and
+# TensorFlow retraced. Every rollout of a recurrent variant is drawn with this many chunks.
 RECURRENT_CHUNKS = 12
 
 
