@@ -341,10 +341,13 @@ def replay_batch(variant: Variant, seed: int, reward_scale: float = 1.0) -> Repl
     )
 
 
-def rollout_buffer(variant: Variant, seed: int, reward_scale: float = 1.0) -> RolloutBuffer:
+def rollout_buffer(
+    variant: Variant, seed: int, reward_scale: float = 1.0, chunks: int | None = RECURRENT_CHUNKS
+) -> RolloutBuffer:
     """A finished rollout with dead agents, terminations and truncations (with their final
     observations), the observation after it, and (recurrent) the actor's hidden state recorded
-    before each step. The learner's value pass fills in the values."""
+    before each step. The learner's value pass fills in the values. A recurrent variant's
+    episode boundaries make ``chunks`` chunks (None: as many as the seed's draw makes)."""
     info, rng = variant.info, np.random.default_rng(seed)
     cfg = variant.config
     assert isinstance(cfg, PPOConfig)
@@ -361,11 +364,13 @@ def rollout_buffer(variant: Variant, seed: int, reward_scale: float = 1.0) -> Ro
     # Old log-probs far enough from the current policy's that the ratio gets clipped.
     buf.log_prob[:] = rng.normal(-1.5, 0.4, size=(t, e, n))
     buf.rewards[:] = reward_scale * rng.normal(size=(t, e, n))
-    while True:  # the episode boundaries; recurrent, redrawn until they make RECURRENT_CHUNKS
+    for _ in range(1000):  # the episode boundaries; recurrent, redrawn until they make ``chunks``
         buf.terminated[:] = rng.uniform(size=(t, e)) < 0.08
         buf.episode_end[:] = buf.terminated | (rng.uniform(size=(t, e)) < 0.1)
-        if not cfg.recurrent or len(buf.chunks(cfg.chunk_length).env) == RECURRENT_CHUNKS:
+        if not cfg.recurrent or chunks in (None, len(buf.chunks(cfg.chunk_length).env)):
             break
+    else:
+        raise ValueError(f"no episode boundaries of {e} copies x {t} steps made {chunks} chunks")
     buf.final_obs[:] = rng.normal(size=buf.final_obs.shape)
     buf.final_state[:] = rng.normal(size=buf.final_state.shape)
     if cfg.recurrent:

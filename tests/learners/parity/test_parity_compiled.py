@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 from parity_assert import ONE_UPDATE, assert_states_close, assert_stats_close, transfer
-from parity_cases import Variant, build, data, update, variants
+from parity_cases import Variant, build, data, rollout_buffer, update, variants
 
 from learners.enums import Algorithm, Backend
 from learners.registry import built_pairs, entry
@@ -75,7 +75,7 @@ def test_recurrent_rollouts_do_not_retrace_without_bound(backend: Backend) -> No
     learner = entry(Algorithm.MAPPO).learner_class(backend)(chosen.config, chosen.info, "cpu", 0)
     chunk_counts = set()
     for k in range(6):
-        rollout = data(Algorithm.MAPPO, chosen, seed=40 + k)
+        rollout = rollout_buffer(chosen, seed=40 + k, chunks=None)  # each seed's own boundaries
         chunk_counts.add(len(rollout.chunks(chosen.config.chunk_length).env))
         update(Algorithm.MAPPO, learner, rollout, k)
     assert len(chunk_counts) > 2, "the rollouts should differ in their number of chunks"
