@@ -25,10 +25,10 @@ vector engine's training figure as a multiple of mpe2's.
 
 ``--flops`` (torch) also looks inside one update: the floating-point operations of its matrix
 products (``torch.utils.flop_counter``, forward and backward passes) per env step and the rate
-that makes over the update's median time; the operators it dispatches and the share of its time
-the matrix products take (``torch.profiler``); and what one thread of this CPU reaches on the
-update's largest product and on a 1024 x 1024 one (float32). That says whether the update is
-bound by arithmetic or by the number of operators it runs.
+that makes over the update's median time; the operators it dispatches (a ``TorchDispatchMode``
+count) and the matrix products' share of the operators' time (``torch.profiler``); and what one
+thread of this CPU reaches on the update's largest product and on a 1024 x 1024 one (float32).
+That says whether the update is bound by arithmetic or by the number of operators it runs.
 
 ``train`` and ``onpolicy`` take ``--device cuda`` (or ``auto``) to run the learner on a GPU; the
 environments always step on the CPU.
