@@ -41,6 +41,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -152,26 +153,19 @@ def bench_on_policy(args: argparse.Namespace) -> None:
         print(f"one thread, float32 1024x1024 matrix product: {peak:.1f} GFLOP/s")
 
 
-class _CountKernels:
-    """Counts the operators an update dispatches to kernels (composite ones counted as the
-    kernels they run), with ``TorchDispatchMode``."""
+def _counting_kernels() -> Any:
+    """A ``TorchDispatchMode`` that counts the operators dispatched to kernels while it is on
+    (composite ones counted as the kernels they run), in its ``calls``."""
+    from torch.utils._python_dispatch import TorchDispatchMode
 
-    def __enter__(self) -> _CountKernels:
-        from torch.utils._python_dispatch import TorchDispatchMode
+    class CountKernels(TorchDispatchMode):
+        calls = 0
 
-        counter = self
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            self.calls += 1
+            return func(*args, **(kwargs or {}))
 
-        class Mode(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-                counter.calls += 1
-                return func(*args, **(kwargs or {}))
-
-        self.calls, self._mode = 0, Mode()
-        self._mode.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._mode.__exit__(*exc)
+    return CountKernels()
 
 
 _PRODUCTS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"})
@@ -251,11 +245,10 @@ class _OnPolicyRun:
         from torch.profiler import ProfilerActivity, profile
         from torch.utils.flop_counter import FlopCounterMode
 
-        with FlopCounterMode(display=False) as counter:
+        kernels = _counting_kernels()
+        with FlopCounterMode(display=False) as counter, kernels:
             self.learner.update(self.buffer)  # one more update, on the last rollout, counted
         flops = counter.get_total_flops()
-        with _CountKernels() as kernels:
-            self.learner.update(self.buffer)
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             self.learner.update(self.buffer)
         ops = [e for e in prof.key_averages() if e.key.startswith("aten::")]
