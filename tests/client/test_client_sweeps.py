@@ -21,10 +21,10 @@ pytestmark = [
     pytest.mark.e2e,
     pytest.mark.integration,
     pytest.mark.xdist_group("client"),
-    # The first test starts the service and trains six tiny runs one after another (the worker
-    # runs one at a time): 150 s ran out on a loaded 2-core machine where each run took 12-35 s
-    # from its message to its end. The bound covers the watch command's own 300 s, and guards
-    # against a hang, not a slow machine.
+    # The first test starts the service and trains four tiny runs one after another (the worker
+    # runs one at a time): 150 s ran out on a loaded 2-core machine with six runs, where each took
+    # 12-35 s from its message to its end. The bound covers the watch command's own 300 s, and
+    # guards against a hang, not a slow machine.
     pytest.mark.timeout(360),
 ]
 
@@ -64,10 +64,11 @@ def watched(
     tiny_spec: Callable[..., dict[str, Any]],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> tuple[str, subprocess.CompletedProcess[str]]:
-    """``marlforge sweep submit sweep.json --watch`` of 2 configurations × 3 seeds of a tiny DDPG
-    run: the sweep's id, the finished command."""
+    """``marlforge sweep submit sweep.json --watch`` of 2 configurations × 2 seeds of a tiny DDPG
+    run (two seeds are enough for a ranking with intervals): the sweep's id, the finished
+    command."""
     folder = tmp_path_factory.mktemp("sweep")
-    sweep = _write(folder, "sweep.json", _sweep(tiny_spec, [0.0003, 0.001], seeds=3))
+    sweep = _write(folder, "sweep.json", _sweep(tiny_spec, [0.0003, 0.001], seeds=2))
     env = service_env({**_env(live_server), "HOME": str(folder)}, drop=["XDG_CONFIG_HOME"])
     done = subprocess.run(
         [*marlforge_command(), "sweep", "submit", sweep, "--watch"],
@@ -86,17 +87,17 @@ def test_submit_watch_runs_the_sweep_to_success_and_prints_its_ranked_table(
     sweep_id, done = watched
     assert done.returncode == 0, done.stdout + done.stderr
     assert len(sweep_id) == 26  # the id alone on the first line: ID=$(marlforge sweep submit ...)
-    assert "2 configurations × 3 seeds = 6 runs, at most 4 at once" in done.stderr
-    assert re.search(r"^succeeded: 6 succeeded \(6 runs\)  step 2400/2400 \(100%\)$",
+    assert "2 configurations × 2 seeds = 4 runs, at most 4 at once" in done.stderr
+    assert re.search(r"^succeeded: 4 succeeded \(4 runs\)  step 1600/1600 \(100%\)$",
                      done.stdout, re.M)  # fmt: skip
     header = "RANK  KEY  learning_rate_actor  RUNS  MEAN"
     assert any(line.startswith(header) for line in done.stdout.splitlines())
     rows = {line.split()[1]: line.split() for line in done.stdout.splitlines()[-2:]}
     assert sorted(rows) == ["c0", "c1"]
     assert sorted(row[0] for row in rows.values()) == ["1", "2"]
-    assert rows["c0"][2:4] == ["0.0003", "3/3"] and rows["c1"][2:4] == ["0.001", "3/3"]
+    assert rows["c0"][2:4] == ["0.0003", "2/2"] and rows["c1"][2:4] == ["0.001", "2/2"]
     assert live_server.key not in done.stdout + done.stderr
-    assert _run_statuses(live_server, sweep_id) == ["succeeded"] * 6
+    assert _run_statuses(live_server, sweep_id) == ["succeeded"] * 4
 
 
 def test_ls_show_and_csv_print_what_the_api_answers(
@@ -120,16 +121,16 @@ def test_ls_show_and_csv_print_what_the_api_answers(
     assert body["summary"]["best"] in ("c0", "c1")
     assert table.returncode == 0, table.stderr
     assert re.search(rf"^id +{sweep_id}$", table.stdout, re.M)
-    assert re.search(r"^status +succeeded: 6 succeeded \(6 runs\)", table.stdout, re.M)
+    assert re.search(r"^status +succeeded: 4 succeeded \(4 runs\)", table.stdout, re.M)
     for key, rate in (("c0", "0.0003"), ("c1", "0.001")):
-        assert re.search(rf"^[12] +{key} +{rate} +3/3 +-?[0-9.]+ +-?[0-9.]+ \(", table.stdout, re.M)
+        assert re.search(rf"^[12] +{key} +{rate} +2/2 +-?[0-9.]+ +-?[0-9.]+ \(", table.stdout, re.M)
     second = r"^2 +c[01] .* [01]\.[0-9]{2} \([01]\.[0-9]{2} to [01]\.[0-9]{2}\)$"
     assert re.search(second, table.stdout, re.M)  # P(best > it) with its interval
     assert csv.returncode == 0 and csv.stdout == http.get(f"/v1/sweeps/{sweep_id}/summary.csv").text
     assert csv.stdout.splitlines()[0].startswith(f"rank,config,{LR},")
     assert ls_table.stdout.splitlines()[0].split()[:3] == ["ID", "NAME", "STATUS"]
     assert sweep_id in ls_table.stdout
-    assert watch.returncode == 0 and watch.stdout.startswith("succeeded: 6 succeeded")
+    assert watch.returncode == 0 and watch.stdout.startswith("succeeded: 4 succeeded")
 
 
 def test_a_bad_sweep_exits_1_naming_the_swept_parameter_and_why(

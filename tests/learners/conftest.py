@@ -73,13 +73,15 @@ def hooks(tmp_path: Path) -> MemoryHooks:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under ``pytest -n`` with ``--dist loadgroup`` (``make test``), send every parity test of one
+    """Under ``pytest -n`` with ``--dist loadgroup`` (``make test``), send every test of one parity
     learner (algorithm, backend, variant) to the same worker, so that its update compiles once
     (``parity_cases.build`` keeps one learner per variant and process) instead of once per worker.
-    """
+    A test names its learner by a ``variant`` parameter (a parity ``Variant``) or, where it builds
+    an unchanged parity variant by name, a ``variant_name`` parameter."""
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         chosen = params.get("variant")
-        if "parity" in item.path.parts and hasattr(chosen, "name") and "backend" in params:
-            key = f"{params['algorithm']}-{params['backend']}-{chosen.name}"
+        name = chosen.name if hasattr(chosen, "name") else params.get("variant_name")
+        if isinstance(name, str) and "algorithm" in params and "backend" in params:
+            key = f"{params['algorithm']}-{params['backend']}-{name}"
             item.add_marker(pytest.mark.xdist_group(key))

@@ -29,7 +29,7 @@ from learners.training import train  # noqa: E402
 REPO = Path(__file__).resolve().parents[3]
 # The parity suite's cases (small configs, synthetic data with zeros in the masks) serve here too.
 sys.path.insert(0, str(REPO / "tests" / "learners" / "parity"))
-from parity_cases import data, observation, update, variants  # noqa: E402
+from parity_cases import build, data, observation, update, variants  # noqa: E402
 
 # What the API process and a torch/tensorflow worker import; none of it may load MindSpore.
 NOT_MINDSPORE = (
@@ -65,22 +65,25 @@ def _variant(algorithm: Algorithm, name: str) -> Any:
 
 
 @pytest.mark.parametrize(
-    ("algorithm", "name"),
+    ("algorithm", "backend", "variant_name"),
     [
-        (Algorithm.MAPPO, "discrete-gru-minibatches"),
-        (Algorithm.IPPO, "continuous-mlp-minibatches"),
-        (Algorithm.DDPG, "clipped"),
-        (Algorithm.MADDPG, "discrete-shared"),
-        (Algorithm.WQMIX, "cw-shared"),
-        (Algorithm.WQMIX, "ow-gru-shared"),
+        (Algorithm.MAPPO, Backend.MINDSPORE, "discrete-gru-minibatches"),
+        (Algorithm.IPPO, Backend.MINDSPORE, "continuous-mlp-minibatches"),
+        (Algorithm.DDPG, Backend.MINDSPORE, "clipped"),
+        (Algorithm.MADDPG, Backend.MINDSPORE, "discrete-shared"),
+        (Algorithm.WQMIX, Backend.MINDSPORE, "cw-shared"),
+        (Algorithm.WQMIX, Backend.MINDSPORE, "ow-gru-shared"),
     ],
 )
-def test_compiled_and_eager_updates_agree(algorithm: Algorithm, name: str) -> None:
-    """``set_compiled(False)`` runs the same cells in PyNative mode: the same stats and state."""
-    variant = _variant(algorithm, name)
-    cls = entry(algorithm).learner_class(Backend.MINDSPORE)
-    compiled = cls(variant.config, variant.info, "cpu", 0)
-    eager = cls(variant.config, variant.info, "cpu", 0)
+def test_compiled_and_eager_updates_agree(
+    algorithm: Algorithm, backend: Backend, variant_name: str
+) -> None:
+    """``set_compiled(False)`` runs the same cells in PyNative mode: the same stats and state. The
+    compiled learner is the parity suite's (``build``: compiled once per variant and process; the
+    tests of one variant share a worker)."""
+    variant = _variant(algorithm, variant_name)
+    compiled = build(algorithm, backend, variant)
+    eager = entry(algorithm).learner_class(backend)(variant.config, variant.info, "cpu", 0)
     eager.set_compiled(False)
     for k in range(2):
         want = update(algorithm, compiled, data(algorithm, variant, seed=k), k)
