@@ -149,7 +149,7 @@ def test_a_run_whose_worker_is_killed_twice_is_taken_over_and_ends_bitwise_the_s
     # Pendulum's episodes are 200 steps on each of 2 copies: checkpoints every 400 steps fall on
     # episode boundaries, where a resume is exact.
     spec = tiny_spec(
-        total_steps=4000,
+        total_steps=3200,
         evaluation={"every_steps": 400, "episodes": 1},
         checkpoint={"every_steps": 400, "keep_last": 10},
     )
@@ -160,7 +160,7 @@ def test_a_run_whose_worker_is_killed_twice_is_taken_over_and_ends_bitwise_the_s
 
     run = api.submit({**spec, "name": "killed twice"})["id"]
     recoveries = []
-    for restart, kill_after in ((1, 1000), (2, 2600)):
+    for restart, kill_after in ((1, 1000), (2, 2200)):
         body = api.wait_until(run, {"running"}, min_step=kill_after, timeout=300)
         lost_by = body["worker"]["id"]
         lost_at = time.monotonic()
@@ -189,4 +189,4 @@ def test_a_run_whose_worker_is_killed_twice_is_taken_over_and_ends_bitwise_the_s
         [(p["step"], p["value"]) for p in api.all_metrics(e) if p["name"] == "eval/episode_return"]
         for e in (reference["id"], run)
     ]
-    assert evals[0] == evals[1] and len(evals[0]) == 10
+    assert evals[0] == evals[1] and len(evals[0]) == 8
