@@ -67,12 +67,15 @@ def _variant(algorithm: Algorithm, name: str) -> Any:
 @pytest.mark.parametrize(
     ("algorithm", "backend", "variant_name"),
     [
-        (Algorithm.MAPPO, Backend.MINDSPORE, "discrete-gru-minibatches"),
-        (Algorithm.IPPO, Backend.MINDSPORE, "continuous-mlp-minibatches"),
-        (Algorithm.DDPG, Backend.MINDSPORE, "clipped"),
-        (Algorithm.MADDPG, Backend.MINDSPORE, "discrete-shared"),
-        (Algorithm.WQMIX, Backend.MINDSPORE, "cw-shared"),
-        (Algorithm.WQMIX, Backend.MINDSPORE, "ow-gru-shared"),
+        (algorithm, Backend.MINDSPORE, name)
+        for algorithm, name in (
+            (Algorithm.MAPPO, "discrete-gru-minibatches"),
+            (Algorithm.IPPO, "continuous-mlp-minibatches"),
+            (Algorithm.DDPG, "clipped"),
+            (Algorithm.MADDPG, "discrete-shared"),
+            (Algorithm.WQMIX, "cw-shared"),
+            (Algorithm.WQMIX, "ow-gru-shared"),
+        )
     ],
 )
 def test_compiled_and_eager_updates_agree(
