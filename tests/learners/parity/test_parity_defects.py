@@ -86,7 +86,9 @@ def defect_params() -> list[Any]:
     params = []
     for algorithm, backend in pairs(*PPO):
         built = {v.name for v in variants(algorithm, backend)}
-        names = next(p for p in DEFECT_VARIANTS if set(p) <= built)
+        names = next((p for p in DEFECT_VARIANTS if set(p) <= built), None)
+        if names is None:
+            raise ValueError(f"{algorithm}-{backend}: no pair of DEFECT_VARIANTS in its subset")
         params += [
             pytest.param(algorithm, backend, n, id=f"{n}-{algorithm}-{backend}") for n in names
         ]
