@@ -68,6 +68,7 @@ class TorchAdam(nn.Cell):
         # this way). The arithmetic per entry is the same.
         self.sizes = tuple(int(np.prod(p.shape)) for p in params)
         self.shapes = tuple(tuple(p.shape) for p in params)
+        self.offsets = tuple(int(o) for o in np.cumsum((0, *self.sizes))[:-1])
         total = sum(self.sizes)
         self.exp_avg = parameter(np.zeros(total, np.float32), "exp_avg", trainable=False)
         self.exp_avg_sq = parameter(np.zeros(total, np.float32), "exp_avg_sq", trainable=False)
@@ -97,9 +98,14 @@ class TorchAdam(nn.Cell):
         # graph order the two, which costs more than the arithmetic here.
         ops.assign(m, m_next)
         ops.assign(v, v_next)
-        pieces = ops.split(flat_next, self.sizes)
-        for param, piece, shape in zip(self.params, pieces, self.shapes):  # noqa: B905
-            ops.assign(param, ops.reshape(piece, shape))
+        # Each parameter's piece as a slice at a constant offset. ``ops.split`` into the same
+        # pieces made the cell take 1.6 times as long to compile (2.1-3.1 s against 1.35-1.5 s
+        # for an MLP's six parameters; 7.2-7.4 s against 3.9-4.2 s for thirty), for no faster a
+        # step (docs/backends.md).
+        for param, offset, size, shape in zip(  # noqa: B905
+            self.params, self.offsets, self.sizes, self.shapes
+        ):
+            ops.assign(param, ops.reshape(flat_next[offset : offset + size], shape))
         return hyper
 
     def _moments(self, flat: Parameter) -> list[NDArray[np.float32]]:
