@@ -100,7 +100,7 @@ class TorchAdam(nn.Cell):
         ops.assign(v, v_next)
         # Each parameter's piece as a slice at a constant offset. ``ops.split`` into the same
         # pieces made the cell take 1.6 times as long to compile (2.1-3.1 s against 1.35-1.5 s
-        # for an MLP's six parameters; 7.2-7.4 s against 3.9-4.2 s for thirty), for no faster a
+        # for an MLP's six parameters; 7.2-7.4 s against 4.05-4.08 s for thirty), for no faster a
         # step (docs/backends.md).
         for param, offset, size, shape in zip(  # noqa: B905
             self.params, self.offsets, self.sizes, self.shapes
