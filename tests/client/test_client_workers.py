@@ -54,8 +54,8 @@ def test_workers_lists_the_running_worker(live_server: LiveServer, marlforge: Cl
     assert cells == [worker["id"], worker["hostname"], "torch", "cpu", "-"] and state == "live"
     # The worker beats while the verb runs: the table shows the row's time as the API writes it,
     # one that lies between the listings taken before and after it.
-    when = datetime.fromisoformat
-    assert seen.endswith("Z") and when(worker["last_seen_at"]) <= when(seen) <= when(after["last_seen_at"])
+    first, last = (datetime.fromisoformat(w["last_seen_at"]) for w in (worker, after))
+    assert seen.endswith("Z") and first <= datetime.fromisoformat(seen) <= last
     assert live_server.key not in table.stdout + table.stderr
 
     gpu = marlforge("workers", "--resource-class", "gpu", "--live", env=_env(live_server))
