@@ -61,7 +61,7 @@ def _mindspore_adam_steps(x: np.ndarray, y: np.ndarray, sizes: list[int]) -> tup
     from mindspore import nn, ops
 
     from learners.backends.mindspore.networks import MLP, named_parameters
-    from learners.backends.mindspore.optim import TorchAdam
+    from learners.backends.mindspore.optim import TorchAdam, flatten
 
     class Loss(nn.Cell):
         def __init__(self, net: nn.Cell) -> None:
@@ -81,7 +81,7 @@ def _mindspore_adam_steps(x: np.ndarray, y: np.ndarray, sizes: list[int]) -> tup
 
         def construct(self, x: Any, y: Any, hyper: Any) -> Any:
             loss, grads = self.grad(x, y)
-            self.adam(grads, hyper)
+            self.adam(flatten(grads), hyper)
             return loss
 
     eager, compiled = Step(), Step()

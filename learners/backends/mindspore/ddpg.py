@@ -42,10 +42,9 @@ from learners.backends.mindspore.networks import (
     soft_update,
 )
 from learners.backends.mindspore.ops import MindSporeOps
-from learners.backends.mindspore.optim import TorchAdam
+from learners.backends.mindspore.optim import TorchAdam, clip_flat, flatten
 from learners.buffers.replay import ReplayBatch
 from learners.envs.base import EnvInfo, Observation
-from learners.functional.gradients import clip_by_global_norm
 from learners.functional.returns import td_target
 
 OPS = MindSporeOps()
@@ -164,12 +163,12 @@ class DDPGUpdate(nn.Cell):
         q_next = ops.stop_gradient(self.nets.q(next_obs, next_actions, True))
         target = td_target(OPS, rewards, q_next, ops.expand_dims(terminated, 1), self.gamma)
         (loss_critic, q_value), grads = self.critic_grad(obs, actions, target, mask)
-        grads, norm_critic = clip_by_global_norm(OPS, grads, self.max_grad_norm)
-        self.critic_optim(tuple(grads), critic_hyper)
+        grad, norm_critic = clip_flat(flatten(grads), self.max_grad_norm)
+        self.critic_optim(grad, critic_hyper)
         # The actor's loss reads the critic just updated, as in the torch learner.
         loss_actor, grads = self.actor_grad(obs, actions, avail, noise, mask)
-        grads, norm_actor = clip_by_global_norm(OPS, grads, self.max_grad_norm)
-        self.actor_optim(tuple(grads), actor_hyper)
+        grad, norm_actor = clip_flat(flatten(grads), self.max_grad_norm)
+        self.actor_optim(grad, actor_hyper)
         soft_update(self.targets, self.live, self.tau)
         td_mean = ops.mean(target)
         return ops.stack((loss_actor, loss_critic, q_value, td_mean, norm_actor, norm_critic))

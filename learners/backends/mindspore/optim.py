@@ -26,9 +26,30 @@ from mindspore import Parameter, ParameterTuple, Tensor, nn, ops
 from numpy.typing import NDArray
 
 from learners.backends.mindspore.networks import float_tensor, parameter
+from learners.backends.mindspore.ops import MindSporeOps
 from learners.backends.mindspore.runtime import configure
+from learners.functional.gradients import clip_coefficient
 
 configure()
+
+_OPS = MindSporeOps()
+
+
+def flatten(grads: Sequence[Tensor]) -> Tensor:
+    """Gradients, one per parameter in order, as one vector: the layout ``TorchAdam`` steps."""
+    return ops.cat([ops.reshape(g, (-1,)) for g in grads])
+
+
+def clip_flat(grad: Tensor, max_grad_norm: float | None) -> tuple[Tensor, Tensor]:
+    """``learners.functional.gradients.clip_by_global_norm`` over ``flatten``'s one vector: the
+    global norm is the vector's norm, and every gradient is scaled by the one coefficient. In a
+    compiled graph that is a handful of operations in all where the per-tensor form takes four
+    per parameter, and MindSpore's compiler takes time per operation (docs/backends.md). Returns
+    the gradient and its norm before clipping."""
+    norm = ops.sqrt(ops.sum(grad * grad))
+    if max_grad_norm is None:
+        return grad, norm
+    return grad * ops.stop_gradient(clip_coefficient(_OPS, norm, max_grad_norm)), norm
 
 
 class TorchAdam(nn.Cell):
@@ -70,6 +91,7 @@ class TorchAdam(nn.Cell):
         self.shapes = tuple(tuple(p.shape) for p in params)
         self.offsets = tuple(int(o) for o in np.cumsum((0, *self.sizes))[:-1])
         total = sum(self.sizes)
+        self.size = total
         self.exp_avg = parameter(np.zeros(total, np.float32), "exp_avg", trainable=False)
         self.exp_avg_sq = parameter(np.zeros(total, np.float32), "exp_avg_sq", trainable=False)
 
@@ -81,10 +103,10 @@ class TorchAdam(nn.Cell):
         step_size = self.learning_rate / bias_correction1
         return float_tensor(np.array([step_size, math.sqrt(bias_correction2)]))
 
-    def construct(self, grads: tuple[Tensor, ...], hyper: Tensor) -> Tensor:
-        """One step with ``grads`` (one per parameter, in order) and ``next_hyper()``'s values."""
+    def construct(self, grad: Tensor, hyper: Tensor) -> Tensor:
+        """One step with ``grad`` (every parameter's gradient, ``flatten``ed; ``size`` entries)
+        and ``next_hyper()``'s values."""
         step_size, bias_correction2_sqrt = hyper[0], hyper[1]
-        grad = ops.cat([ops.reshape(g, (-1,)) for g in grads])
         flat = ops.cat([ops.reshape(p, (-1,)) for p in self.params])
         m, v = self.exp_avg, self.exp_avg_sq
         # torch: exp_avg.lerp_(grad, 1 - beta1)

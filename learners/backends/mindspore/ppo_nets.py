@@ -25,10 +25,9 @@ from learners.backends.mindspore.agent_nets import AgentMLP
 from learners.backends.mindspore.losses import policy_terms
 from learners.backends.mindspore.networks import parameter, parameters
 from learners.backends.mindspore.ops import MindSporeOps, exp64
-from learners.backends.mindspore.optim import TorchAdam
+from learners.backends.mindspore.optim import TorchAdam, clip_flat, flatten
 from learners.envs.base import EnvInfo
 from learners.functional import distributions as dist
-from learners.functional.gradients import clip_by_global_norm
 from learners.functional.losses import entropy_bonus, value_loss
 
 OPS = MindSporeOps()
@@ -205,7 +204,7 @@ class TrainStep(nn.Cell):
     ) -> None:  # fmt: skip
         super().__init__()
         self.actor_optim, self.critic_optim = actor_optim, critic_optim
-        self.split = len(actor_optim.params)
+        self.split = actor_optim.size
         self.max_grad_norm = max_grad_norm
         weights = ms.ParameterTuple(parameters(loss.actor) + parameters(loss.critic))
         self.grad = ms.value_and_grad(loss, None, weights, has_aux=True)
@@ -220,8 +219,8 @@ class TrainStep(nn.Cell):
             obs, state, avail, actions, log_prob_old, values_old, returns, advantages, mask,
             actor_hidden, critic_hidden,
         )  # fmt: skip
-        clipped, norm = clip_by_global_norm(OPS, grads, self.max_grad_norm)
-        self.actor_optim(tuple(clipped[: self.split]), actor_hyper)
-        self.critic_optim(tuple(clipped[self.split :]), critic_hyper)
+        clipped, norm = clip_flat(flatten(grads), self.max_grad_norm)
+        self.actor_optim(clipped[: self.split], actor_hyper)
+        self.critic_optim(clipped[self.split :], critic_hyper)
         loss_policy, loss_value, entropy, approx_kl, clip_fraction = terms
         return ops.stack((loss, loss_policy, loss_value, entropy, approx_kl, clip_fraction, norm))

@@ -47,12 +47,11 @@ from learners.backends.mindspore.networks import (
     parameters,
 )
 from learners.backends.mindspore.ops import MindSporeOps, elu64
-from learners.backends.mindspore.optim import TorchAdam
+from learners.backends.mindspore.optim import TorchAdam, clip_flat, flatten
 from learners.buffers.episodes import EpisodeBatch
 from learners.buffers.replay import ReplayBatch
 from learners.envs.base import EnvInfo, Observation
 from learners.functional.distributions import masked_logits
-from learners.functional.gradients import clip_by_global_norm
 from learners.functional.losses import masked_mean
 from learners.functional.returns import td_target
 from learners.functional.wqmix import is_greedy_joint_action, weights_for
@@ -269,18 +268,18 @@ class WQMIXUpdate(nn.Cell):
     ) -> None:
         super().__init__()
         self.optims = nn.CellList([optimizers[name] for name in LIVE])
-        self.sizes = tuple(len(optimizers[name].params) for name in LIVE)
+        self.sizes = tuple(optimizers[name].size for name in LIVE)
         self.max_grad_norm = config.max_grad_norm
         weights = ms.ParameterTuple([p for name in LIVE for p in optimizers[name].params])
         self.grad = ms.value_and_grad(loss, None, weights, has_aux=True)
 
     def construct(self, hypers: Tensor, *batch: Tensor) -> Tensor:
         (loss, aux), grads = self.grad(*batch)
-        clipped, norm = clip_by_global_norm(OPS, grads, self.max_grad_norm)
+        clipped, norm = clip_flat(flatten(grads), self.max_grad_norm)
         start = 0
         for i in range(len(self.sizes)):
             end = start + self.sizes[i]
-            self.optims[i](tuple(clipped[start:end]), hypers[i])
+            self.optims[i](clipped[start:end], hypers[i])
             start = end
         return ops.cat((ops.expand_dims(loss, 0), aux, ops.expand_dims(norm, 0)))
 

@@ -15,20 +15,24 @@ torch = pytest.importorskip("torch")
 from mindspore import nn  # noqa: E402
 
 from learners.backends.mindspore.networks import parameter  # noqa: E402
-from learners.backends.mindspore.optim import TorchAdam  # noqa: E402
+from learners.backends.mindspore.optim import TorchAdam, clip_flat, flatten  # noqa: E402
+from learners.functional.gradients import clip_by_global_norm  # noqa: E402
+from learners.functional.numpy_ops import NumpyOps  # noqa: E402
 
+N = NumpyOps()
 SHAPES = {"layers.0.weight": (4, 3), "layers.0.bias": (4,), "log_std": (2,)}
 
 
 class Step(nn.Cell):
-    """A compiled-able cell that applies the optimiser to gradients given as inputs."""
+    """A compiled-able cell that applies the optimiser to gradients given as inputs (one per
+    parameter, flattened into one vector as the learners' updates do)."""
 
     def __init__(self, optimizer: TorchAdam) -> None:
         super().__init__()
         self.optimizer = optimizer
 
     def construct(self, grads: tuple[Any, ...], hyper: Any) -> Any:
-        return self.optimizer(grads, hyper)
+        return self.optimizer(flatten(grads), hyper)
 
 
 def run_both(lr: float, eps: float, steps: int, compiled: bool, seed: int = 0):
@@ -164,3 +168,35 @@ def test_first_step_equals_torchs_to_float32_rounding(compiled: bool) -> None:
                 state[f"optim/actor/actor.{name}/{key}"], torch_state[key].numpy(), err_msg=key
             )
         np.testing.assert_allclose(m.asnumpy(), t.detach().numpy(), rtol=1e-6, atol=0, err_msg=name)
+
+
+class Clip(nn.Cell):
+    """``clip_flat`` over ``flatten``'s vector, as the learners' updates call them."""
+
+    def __init__(self, max_grad_norm: float | None) -> None:
+        super().__init__()
+        self.max_grad_norm = max_grad_norm
+
+    def construct(self, grads: tuple[Any, ...]) -> Any:
+        return clip_flat(flatten(grads), self.max_grad_norm)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("max_grad_norm", [None, 0.5, 1e3], ids=["off", "clips", "above"])
+def test_clip_flat_is_the_global_norm_clip(compiled: bool, max_grad_norm: float | None) -> None:
+    """The flat clip the MindSpore updates take is ``clip_by_global_norm`` (in float64 NumPy) of
+    the per-parameter gradients, laid end to end: the same norm, the same scaled entries, and
+    nothing scaled when clipping is off or the norm is under the bound."""
+    rng = np.random.default_rng(3)
+    grads = [rng.normal(size=s).astype(np.float32) for s in ((4, 3), (4,), (2, 5))]
+    cell = Clip(max_grad_norm)
+    call = ms.jit(cell) if compiled else cell
+    clipped, norm = call(ms.mutable(tuple(ms.Tensor(g) for g in grads)))
+    want, want_norm = clip_by_global_norm(N, [g.astype(np.float64) for g in grads], max_grad_norm)
+    np.testing.assert_allclose(float(norm.asnumpy()), want_norm, rtol=1e-6)
+    flat_want = np.concatenate([g.reshape(-1) for g in want])
+    np.testing.assert_allclose(clipped.asnumpy(), flat_want, rtol=1e-6, atol=1e-7)
+    if max_grad_norm != 0.5:
+        np.testing.assert_array_equal(
+            clipped.asnumpy(), np.concatenate([g.reshape(-1) for g in grads])
+        )
