@@ -35,9 +35,10 @@ configure()
 _OPS = MindSporeOps()
 
 
-def flatten(grads: Sequence[Tensor]) -> Tensor:
-    """Gradients, one per parameter in order, as one vector: the layout ``TorchAdam`` steps."""
-    return ops.cat([ops.reshape(g, (-1,)) for g in grads])
+def flatten(tensors: Sequence[Tensor]) -> Tensor:
+    """Tensors (gradients or parameters, one per parameter in order) as one vector: the layout
+    ``TorchAdam`` steps."""
+    return ops.cat([ops.reshape(t, (-1,)) for t in tensors])
 
 
 def clip_flat(grad: Tensor, max_grad_norm: float | None) -> tuple[Tensor, Tensor]:
@@ -90,10 +91,9 @@ class TorchAdam(nn.Cell):
         self.sizes = tuple(int(np.prod(p.shape)) for p in params)
         self.shapes = tuple(tuple(p.shape) for p in params)
         self.offsets = tuple(int(o) for o in np.cumsum((0, *self.sizes))[:-1])
-        total = sum(self.sizes)
-        self.size = total
-        self.exp_avg = parameter(np.zeros(total, np.float32), "exp_avg", trainable=False)
-        self.exp_avg_sq = parameter(np.zeros(total, np.float32), "exp_avg_sq", trainable=False)
+        self.size = sum(self.sizes)
+        self.exp_avg = parameter(np.zeros(self.size, np.float32), "exp_avg", trainable=False)
+        self.exp_avg_sq = parameter(np.zeros(self.size, np.float32), "exp_avg_sq", trainable=False)
 
     def next_hyper(self) -> Tensor:
         """Count a step and return ``[lr / (1 - b1^t), sqrt(1 - b2^t)]`` for it (float32)."""
@@ -107,7 +107,7 @@ class TorchAdam(nn.Cell):
         """One step with ``grad`` (every parameter's gradient, ``flatten``ed; ``size`` entries)
         and ``next_hyper()``'s values."""
         step_size, bias_correction2_sqrt = hyper[0], hyper[1]
-        flat = ops.cat([ops.reshape(p, (-1,)) for p in self.params])
+        flat = flatten(self.params)
         m, v = self.exp_avg, self.exp_avg_sq
         # torch: exp_avg.lerp_(grad, 1 - beta1)
         #        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
