@@ -30,8 +30,11 @@ count) and the matrix products' share of the operators' time (``torch.profiler``
 thread of this CPU reaches on the update's largest product and on a 1024 x 1024 one (float32).
 That says whether the update is bound by arithmetic or by the number of operators it runs.
 
-``train`` and ``onpolicy`` take ``--device cuda`` (or ``auto``) to run the learner on a GPU; the
-environments always step on the CPU.
+``train`` and ``onpolicy`` take ``--device cuda`` (or ``auto``) to run the learner on a GPU. A
+MAPPO/IPPO run on the vector engine with many copies then steps its env on the GPU too and keeps
+the observations there (``learners.training.observation_device``), as a service run does;
+``onpolicy --env-device host`` or ``device`` forces either side at any number of copies, to find
+where one overtakes the other. Every other env steps on the CPU.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from learners.enums import EnvSuite  # noqa: E402
-from learners.envs.base import EnvInfo, VecEnv  # noqa: E402
+from learners.envs.base import EnvInfo, VecEnv, observation_ops  # noqa: E402
 from learners.envs.catalogue import MPE_ENVS, make_vec_env  # noqa: E402
 from learners.spec import EnvSpec  # noqa: E402
 
@@ -185,6 +188,18 @@ def _matmul_gflops(m: int, k: int, n: int, seconds: float = 1.0) -> float:
     return 2.0 * m * k * n * calls / (time.perf_counter() - start) / 1e9
 
 
+def _env_device(args: argparse.Namespace, engine: str, device: str) -> str | None:
+    """Where the on-policy benchmark steps its env: as a run would (``auto``), or forced."""
+    from learners.training import DEVICE_ENV_MIN_COPIES
+
+    on_gpu = engine == "vector" and args.backend == "torch" and device.startswith("cuda")
+    if not on_gpu or args.env_device == "host":
+        return None
+    if args.env_device == "device" or args.num_envs >= DEVICE_ENV_MIN_COPIES:
+        return device
+    return None
+
+
 class _OnPolicyRun:
     """One algorithm on one engine: rounds of bare stepping, a rollout and an update."""
 
@@ -194,14 +209,16 @@ class _OnPolicyRun:
 
         spec = EnvSpec(suite=suite_of(args.env), id=args.env, num_envs=args.num_envs, engine=engine)
         self.name, self.engine = f"{algorithm}/{args.backend}", engine
-        self.env = make_vec_env(spec, seed=0)
+        self.env = make_vec_env(spec, seed=0, device=_env_device(args, engine, device))
         rng = np.random.default_rng(0)
         self.actions = [random_actions(self.env.info, rng) for _ in range(64)]
         algo = entry(algorithm)
         self.config = algo.config.resolve(spec.suite, spec.id, {})
         self.learner = algo.learner_class(args.backend)(self.config, self.env.info, device, 0)
         hidden = self.config.rnn_hidden_size if self.config.recurrent else None
-        self.buffer = RolloutBuffer(self.env.info, self.config.rollout_length, hidden)
+        self.buffer = RolloutBuffer(
+            self.env.info, self.config.rollout_length, hidden, observation_ops(self.env)
+        )
         self.steps = self.config.rollout_length * self.env.info.num_envs
         self.obs, self.memory = self.env.reset(), self.learner.initial_memory(args.num_envs)
         self.bare: list[float] = []
@@ -306,6 +323,10 @@ def main() -> None:
     on.add_argument(
         "--engines", nargs="+", choices=["mpe2", "vector"], default=["mpe2"],
         help="mpe engines to compare side by side (env.engine)",
+    )  # fmt: skip
+    on.add_argument(
+        "--env-device", choices=["auto", "host", "device"], default="auto",
+        help="a GPU learner's vector engine: as a run places it, on the host, or on the device",
     )  # fmt: skip
     on.add_argument(
         "--flops", action="store_true",

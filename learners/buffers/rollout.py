@@ -1,4 +1,4 @@
-"""The on-policy rollout buffer: preallocated NumPy arrays shaped (T, E, N, ...).
+"""The on-policy rollout buffer: preallocated arrays shaped (T, E, N, ...).
 
 T is the rollout length (steps per env copy), E the env copies, N the agents. The runner writes
 one row per step in place (no per-step allocation); after the rollout the learner turns it into
@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from learners.envs.base import EnvInfo, Observation, Transition
+from learners.envs.vector.arrays import NUMPY, Ops
 
 
 @dataclass(frozen=True)
@@ -63,15 +64,24 @@ class RolloutBuffer:
     at every step, then the observation the rollout stopped at (``finish``). The learner values
     every observation afterwards in one batched pass and hands the values back (``set_values``):
     the critic is not on the acting path.
+
+    ``xp`` places the observations (``obs``, ``state``, ``final_*``, ``last_*``) where the env
+    keeps them (``learners.envs.base.observation_ops``): NumPy on the host, or torch tensors on
+    the learner's device, which then trains on them where they are. Everything else (actions,
+    log-probabilities, rewards, flags, masks, values) is NumPy on the host, where the targets are
+    computed. Recurrent policies train on host arrays only (``chunks`` gathers with NumPy).
     """
 
-    def __init__(self, info: EnvInfo, length: int, hidden_size: int | None = None) -> None:
+    def __init__(
+        self, info: EnvInfo, length: int, hidden_size: int | None = None, xp: Ops = NUMPY
+    ) -> None:
         t, e, n = length, info.num_envs, info.num_agents
         discrete = info.action_kind == "discrete"
         self.info = info
         self.length = length
-        self.obs = np.zeros((t, e, n, info.obs_dim), np.float32)
-        self.state = np.zeros((t, e, info.state_dim), np.float32)
+        self.xp = xp
+        self.obs = xp.zeros((t, e, n, info.obs_dim), xp.float32)
+        self.state = xp.zeros((t, e, info.state_dim), xp.float32)
         self.agent_mask = np.zeros((t, e, n), np.float32)
         self.avail_actions = np.ones((t, e, n, info.action_dim if discrete else 0), np.float32)
         if discrete:
@@ -82,18 +92,20 @@ class RolloutBuffer:
         self.rewards = np.zeros((t, e, n), np.float32)
         self.terminated = np.zeros((t, e), np.bool_)
         self.episode_end = np.zeros((t, e), np.bool_)
-        self.final_obs = np.zeros((t, e, n, info.obs_dim), np.float32)
+        self.final_obs = xp.zeros((t, e, n, info.obs_dim), xp.float32)
         """The last observation of each episode that ended at a step (else the next one)."""
-        self.final_state = np.zeros((t, e, info.state_dim), np.float32)
-        self.last_obs = np.zeros((e, n, info.obs_dim), np.float32)
+        self.final_state = xp.zeros((t, e, info.state_dim), xp.float32)
+        self.last_obs = xp.zeros((e, n, info.obs_dim), xp.float32)
         """The observation after the rollout's last step (what the rollout bootstraps from)."""
-        self.last_state = np.zeros((e, info.state_dim), np.float32)
+        self.last_state = xp.zeros((e, info.state_dim), xp.float32)
         self.values = np.zeros((t, e, n), np.float32)
         """The critic's raw outputs (normalised units when value normalisation is on)."""
         self.next_values = np.zeros((t, e, n), np.float32)
         """Raw critic outputs for what followed each step (``set_values`` fills it)."""
         self.hidden_size = hidden_size
         if hidden_size is not None:
+            if xp is not NUMPY:
+                raise ValueError("recurrent policies train on host arrays: no device rollout")
             self.actor_hidden = np.zeros((t, e, n, hidden_size), np.float32)
             """The actor's GRU state before each step."""
             self.critic_hidden = np.zeros((t, e, n, hidden_size), np.float32)

@@ -22,6 +22,10 @@ one set of runners and buffers serves both.
   have played.
 - The arrays an env returns are its own preallocated buffers, double-buffered: they stay valid
   through the next ``step`` and are overwritten by the one after. Copy what you keep longer.
+- One env keeps what is observed elsewhere: the vector engine on a torch device
+  (``learners.envs.vector.adapter``) returns ``obs``, ``state`` and ``final_*`` as tensors there,
+  and says so with its ``observation_ops`` (``observation_ops(env)`` below); everything else is
+  NumPy on the host for every env.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
+
+from learners.envs.vector.arrays import NUMPY, Ops
 
 FloatArray = NDArray[np.float32]
 BoolArray = NDArray[np.bool_]
@@ -132,6 +138,13 @@ class VecEnv(Protocol):
 
     def close(self) -> None:
         """Release the environments."""
+
+
+def observation_ops(env: VecEnv) -> Ops:
+    """The array operations of ``env``'s observations: NumPy's, unless the env keeps them on a
+    device (an ``observation_ops`` attribute, which only the vector engine on torch has)."""
+    ops: Ops = getattr(env, "observation_ops", NUMPY)
+    return ops
 
 
 def episode_seed(seed: int, copy: int, episode: int) -> int:

@@ -11,6 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from learners.envs.base import EnvInfo, FloatArray, Observation, Transition
+from learners.envs.vector.arrays import NUMPY, Ops
 
 
 def padded_obs_mask(info: EnvInfo) -> FloatArray:
@@ -24,11 +25,17 @@ def padded_obs_mask(info: EnvInfo) -> FloatArray:
 class StepBuffers:
     """Two sets of ``Observation``/``Transition`` arrays used in turn, so what a step returned stays
     valid while the next step runs (a runner stores ``obs`` and ``next_obs`` of one transition
-    together). Masks that never change are shared by both sets."""
+    together). Masks that never change are shared by both sets.
 
-    def __init__(self, info: EnvInfo) -> None:
+    ``xp`` places what is observed (``obs``, ``state`` and their ``final_*``): NumPy arrays by
+    default, torch tensors on a device for an env that keeps its observations there
+    (``learners.envs.vector.adapter.VectorVecEnv`` with a ``device``); rewards, flags, masks and
+    episode figures stay on the host either way."""
+
+    def __init__(self, info: EnvInfo, xp: Ops = NUMPY) -> None:
         e, n, d = info.num_envs, info.num_agents, info.obs_dim
         avail_dim = info.action_dim if info.action_kind == "discrete" else 0
+        self.xp = xp
         self.obs_mask = padded_obs_mask(info)
         self.agent_mask = np.ones((e, n), np.float32)
         self.avail_actions = np.ones((e, n, avail_dim), np.float32)
@@ -38,8 +45,8 @@ class StepBuffers:
                 rewards=np.zeros((e, n), np.float32),
                 terminated=np.zeros(e, np.bool_),
                 truncated=np.zeros(e, np.bool_),
-                final_obs=np.zeros((e, n, d), np.float32),
-                final_state=np.zeros((e, info.state_dim), np.float32),
+                final_obs=xp.zeros((e, n, d), xp.float32),
+                final_state=xp.zeros((e, info.state_dim), xp.float32),
                 final_avail_actions=self.avail_actions,
                 episode_returns=np.full(e, np.nan, np.float32),
                 episode_lengths=np.zeros(e, np.int64),
@@ -55,9 +62,9 @@ class StepBuffers:
 
     def _new_observation(self, e: int, n: int, d: int, state_dim: int) -> Observation:
         return Observation(
-            obs=np.zeros((e, n, d), np.float32),
+            obs=self.xp.zeros((e, n, d), self.xp.float32),
             obs_mask=self.obs_mask,
-            state=np.zeros((e, state_dim), np.float32),
+            state=self.xp.zeros((e, state_dim), self.xp.float32),
             agent_mask=self.agent_mask,
             avail_actions=self.avail_actions,
         )
@@ -101,8 +108,8 @@ class StepBuffers:
             self._returns[i] = 0.0
             self._lengths[i] = 0
         np.logical_not(self._ended, out=self._continuing)
-        np.copyto(transition.final_obs, obs.obs, where=self._continuing[:, None, None])
-        np.copyto(transition.final_state, obs.state, where=self._continuing[:, None])
+        self.xp.copy_where(transition.final_obs, obs.obs, self._continuing[:, None, None])
+        self.xp.copy_where(transition.final_state, obs.state, self._continuing[:, None])
 
 
 def as_index_array(episode_index: NDArray[np.int64] | None, num_envs: int) -> NDArray[np.int64]:

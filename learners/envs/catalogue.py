@@ -261,7 +261,7 @@ def _steps_on_vector(env_spec: EnvSpec, render: bool) -> bool:
     return env_spec.engine == EnvEngine.VECTOR and env_spec.suite == EnvSuite.MPE and not render
 
 
-def _local_factory(env_spec: EnvSpec, seed: int, render: bool) -> Any:
+def _local_factory(env_spec: EnvSpec, seed: int, render: bool, device: str | None) -> Any:
     from learners.envs.gymnasium_env import GymnasiumVecEnv
     from learners.envs.mpe import MPEVecEnv
 
@@ -269,7 +269,11 @@ def _local_factory(env_spec: EnvSpec, seed: int, render: bool) -> Any:
     if _steps_on_vector(env_spec, render):
         from learners.envs.vector.adapter import VectorVecEnv
 
-        cls = VectorVecEnv
+        return functools.partial(
+            VectorVecEnv, env_spec.id, dict(env_spec.kwargs), seed=seed, device=device
+        )
+    if device is not None:
+        raise ValueError("only the vector engine keeps its observations on a device")
     return functools.partial(cls, env_spec.id, dict(env_spec.kwargs), seed=seed, render=render)
 
 
@@ -280,13 +284,15 @@ def make_vec_env(
     num_envs: int | None = None,
     render: bool = False,
     workers: int | None = None,
+    device: str | None = None,
 ) -> VecEnv:
     """The batched env ``env_spec`` describes (``num_envs`` overrides the spec's count); episode
     seeds derive from ``seed``. ``workers`` forces stepping in that many processes (0 or 1: in
     process); by default ``default_workers`` decides, and the vector engine, which steps every
-    copy at once, steps in process."""
+    copy at once, steps in process. ``device`` (a torch device, vector engine only) keeps the
+    world and the observations there (``learners.training.observation_device`` says when)."""
     count = num_envs if num_envs is not None else env_spec.num_envs
-    factory = _local_factory(env_spec, seed, render)
+    factory = _local_factory(env_spec, seed, render, device)
     if workers is None:
         workers = 0 if _steps_on_vector(env_spec, render) else default_workers(count)
     if workers <= 1 or render:

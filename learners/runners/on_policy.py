@@ -8,6 +8,10 @@ terminated one does not) and the observation after the last step. Then the step 
 linear schedule and the learner updates: it values the whole rollout in one batched pass of the
 critic (off the acting path) and trains.
 
+With the env's observations on the learner's device (the vector engine on a torch GPU:
+``learners.training.observation_device``), the buffer keeps them there and the update trains on
+them where they are; no observation is copied to the host.
+
 Checkpoints fall between rollouts, so a runner's own state is only each copy's episode index:
 resuming restarts every copy at the start of the episode it was in (exactly where it was when
 rollouts end on episode boundaries, as they do on MPE with the default rollout length), with
@@ -26,7 +30,7 @@ from pydantic import JsonValue
 
 from learners.algorithms.ppo import PPOConfig
 from learners.buffers.rollout import RolloutBuffer, RolloutStep
-from learners.envs.base import Observation, Transition, VecEnv
+from learners.envs.base import Observation, Transition, VecEnv, observation_ops
 from learners.learner import Learner
 from learners.runners.base import Loop, RunContext, RunnerState
 from learners.runners.off_policy import UpdateStats
@@ -66,7 +70,7 @@ class OnPolicyRunner:
         self.config: PPOConfig = ctx.config  # type: ignore[assignment]
         self.learner: OnPolicyLearner = ctx.learner
         self.hidden_size = self.config.rnn_hidden_size if self.config.recurrent else None
-        self.buffer = RolloutBuffer(ctx.env.info, self.config.rollout_length, self.hidden_size)
+        self.buffer = self._new_buffer(self.config.rollout_length)
         episode_index = None
         if (resume := ctx.take_resume()) is not None:
             episode_index = np.asarray(resume[1]["episode_index"], np.int64)
@@ -87,7 +91,12 @@ class OnPolicyRunner:
         if steps_left >= self.config.rollout_length:
             self.buffer.reset()
             return self.buffer
-        return RolloutBuffer(self.ctx.env.info, steps_left, self.hidden_size)
+        return self._new_buffer(steps_left)
+
+    def _new_buffer(self, length: int) -> RolloutBuffer:
+        """A buffer of ``length`` steps that keeps the observations where the env does."""
+        env = self.ctx.env
+        return RolloutBuffer(env.info, length, self.hidden_size, observation_ops(env))
 
     def iteration(self, loop: Loop) -> None:
         """One rollout, then one update on it."""

@@ -97,6 +97,9 @@ class TorchOps:
     def copy_into(self, out: torch.Tensor, source: torch.Tensor) -> None:
         out.copy_(source)
 
+    def copy_where(self, out: torch.Tensor, source: torch.Tensor, mask: Any) -> None:
+        out.copy_(torch.where(self.asarray(mask), source, out))
+
     def flatnonzero(self, mask: Any) -> np.ndarray[Any, Any]:
         if isinstance(mask, torch.Tensor):
             mask = self.to_numpy(mask)

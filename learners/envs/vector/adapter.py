@@ -8,6 +8,12 @@ with the episode's last observation kept in ``final_obs``, and the same episode 
 of copy ``i`` starts from ``episode_seed(seed, i, k)`` drawn as mpe2 draws it, so both engines play
 the same episodes. Everything is array code except the reset draws (one small generator per
 resetting copy, as mpe2 makes one per seeded reset).
+
+With a torch ``device`` the engine's world and what the agents observe (``obs``, ``state`` and
+their ``final_*``) stay in tensors on that device, so a learner there reads them without a copy:
+no observation crosses to the host. Rewards and the episode flags (a few numbers per copy) come to
+the host each step, where the episode bookkeeping, the reset seeds and the runners' statistics
+are; actions may come as host arrays (the learners sample on the host) or as tensors.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from numpy.typing import NDArray
 from learners.envs.base import EnvInfo, Observation, Transition, episode_seed
 from learners.envs.batch import StepBuffers, as_index_array
 from learners.envs.teams import teams_of
+from learners.envs.vector.arrays import Ops
 from learners.envs.vector.engine import VectorMPE
 
 
@@ -45,7 +52,8 @@ def engine_info(engine: VectorMPE) -> EnvInfo:
 class VectorVecEnv:
     """``num_envs`` copies of one MPE scenario on the vector engine; copy ``i`` of this object is
     copy ``first_copy + i`` of the run (the index its episode seeds use). ``render`` is refused:
-    replays render on mpe2 (``make_vec_env`` sends them there)."""
+    replays render on mpe2 (``make_vec_env`` sends them there). ``device`` (a torch device) keeps
+    the world and the observations there; ``None``, NumPy on the host."""
 
     def __init__(
         self,
@@ -56,10 +64,13 @@ class VectorVecEnv:
         *,
         first_copy: int = 0,
         render: bool = False,
+        device: str | None = None,
     ) -> None:
         if render:
             raise ValueError("the vector engine does not render; replays render on mpe2")
-        self._engine = VectorMPE(env_id, kwargs, num_envs, seed)
+        self._engine = VectorMPE(env_id, kwargs, num_envs, seed, device=device)
+        self.observation_ops: Ops = self._engine.xp
+        """Where ``obs``, ``state`` and ``final_*`` live (NumPy, or torch on ``device``)."""
         self.info = engine_info(self._engine)
         self._continuous = self.info.action_kind == "continuous"
         # MPEVecEnv's map of [-1, 1] onto Box(0, 1): the same float32 operations, so the engine
@@ -71,7 +82,7 @@ class VectorVecEnv:
         self._action = np.zeros((num_envs, self.info.num_agents, self.info.action_dim), np.float32)
         self._seed = seed
         self._first_copy = first_copy
-        self._buffers = StepBuffers(self.info)
+        self._buffers = StepBuffers(self.info, self.observation_ops)
         self.episode_index = np.zeros(num_envs, np.int64)
 
     def _seeds(self, copies: NDArray[np.int64]) -> list[int]:
@@ -81,8 +92,9 @@ class VectorVecEnv:
         ]
 
     def _write(self, out: Observation, engine_obs: NDArray[np.float32]) -> None:
-        np.copyto(out.obs, engine_obs)
-        np.copyto(out.state, self._engine.state())
+        xp = self.observation_ops
+        xp.copy_into(out.obs, engine_obs)
+        xp.copy_into(out.state, self._engine.state())
 
     def reset(
         self, seed: int | None = None, episode_index: NDArray[np.int64] | None = None
@@ -109,16 +121,18 @@ class VectorVecEnv:
         engine_obs, rewards, terminated, truncated = self._engine.step(
             self._engine_actions(actions)
         )
-        transition.rewards[:] = rewards
-        np.copyto(transition.terminated, terminated)
-        np.copyto(transition.truncated, truncated)
-        ended = terminated | truncated
+        xp = self.observation_ops
+        transition.rewards[:] = xp.to_numpy(rewards)
+        np.copyto(transition.terminated, xp.to_numpy(terminated))
+        np.copyto(transition.truncated, xp.to_numpy(truncated))
+        ended = transition.terminated | transition.truncated
         if ended.any():
             # Keep the ended episodes' last observation, then start their next episodes.
-            transition.final_obs[ended] = engine_obs[ended]
-            transition.final_state[ended] = self._engine.state()[ended]
-            self.episode_index[ended] += 1
             copies = np.flatnonzero(ended)
+            rows = xp.asarray(copies)
+            transition.final_obs[rows] = engine_obs[rows]
+            transition.final_state[rows] = self._engine.state()[rows]
+            self.episode_index[ended] += 1
             engine_obs = self._engine.reset(ended, seeds=self._seeds(copies))
         self._write(obs, engine_obs)
         self._buffers.finish_step(obs, transition)

@@ -80,6 +80,10 @@ class Ops(Protocol):
     def copy_into(self, out: Array, source: Array) -> None:
         """Write ``source`` into ``out`` (casting as NumPy's ``copyto`` does)."""
 
+    def copy_where(self, out: Array, source: Array, mask: np.ndarray[Any, Any]) -> None:
+        """Write ``source`` into ``out`` where the host boolean ``mask`` (broadcast to ``out``)
+        is true: NumPy's ``copyto(out, source, where=mask)``."""
+
     def flatnonzero(self, mask: Array) -> np.ndarray[Any, Any]:
         """The host indices where ``mask`` is true."""
 
@@ -122,6 +126,10 @@ class NumpyOps:
     @staticmethod
     def softplus(x: Array) -> Array:
         return np.logaddexp(0, x)
+
+    @staticmethod
+    def copy_where(out: Array, source: Array, mask: np.ndarray[Any, Any]) -> None:
+        np.copyto(out, source, where=mask)
 
     @staticmethod
     def astype(x: Array, dtype: Any) -> Array:
