@@ -157,7 +157,9 @@ class SpecEnvelope(BaseModel):
     device: Device = Device.AUTO
     """``auto`` uses CUDA when the worker has it; ``cuda`` never falls back to the CPU: the service
     queues it for a GPU worker of its backend only, and refuses it for a backend that cannot use a
-    GPU (``mindspore``, installed as its CPU build)."""
+    GPU (``mindspore``, installed as its CPU build). A PyTorch MAPPO or IPPO run on the vector
+    engine with 2,048 copies or more that gets a GPU steps its env there too, and keeps the
+    observations on it."""
     hyperparameters: dict[str, Any] = Field(default_factory=dict)
     """Values for the algorithm's config class; omitted ones take its (per-environment) defaults."""
     evaluation: EvaluationSpec = Field(default_factory=EvaluationSpec)
