@@ -116,7 +116,8 @@ def train(
     device = resolve_device(spec.backend, spec.device)
     prepare_backend(spec.backend, spec.seed)
     runner = importlib.import_module(f"learners.runners.{algo.runner.value}")
-    env = make_vec_env(spec.env, spec.seed, device=observation_device(spec, device))
+    env_device = observation_device(spec, device)
+    env = make_vec_env(spec.env, spec.seed, device=env_device)
     eval_env: VecEnv | None = None
     try:
         eval_copies = min(spec.evaluation.episodes, MAX_EVAL_ENVS)
@@ -132,7 +133,8 @@ def train(
         hooks.log(
             "info",
             f"training {spec.algorithm} ({spec.backend}, {device}) on {spec.env.suite} "
-            f"{spec.env.id} x{spec.env.num_envs} for {spec.total_steps} steps",
+            f"{spec.env.id} x{spec.env.num_envs} for {spec.total_steps} steps"
+            + (f", the env stepping on {env_device}" if env_device else ""),
         )
         runner.run(ctx)
     finally:

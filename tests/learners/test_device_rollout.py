@@ -212,6 +212,8 @@ def test_a_run_trains_the_same_with_its_observations_on_a_device(
         hooks = MemoryHooks(checkpoint_dir=directory)
         training.train(spec, hooks)
         assert (observation_ops(made[0]) is NUMPY) == (chosen is None)
+        said = [text for _, text in hooks.logs if text.startswith("training mappo")]
+        assert said and said[0].endswith("the env stepping on cpu") == (chosen == "cpu"), said
         assert observation_ops(made[1]) is NUMPY, "evaluation steps on the host"
         step, path = hooks.checkpoints[-1]
         assert step >= spec.total_steps and path is not None
