@@ -188,16 +188,21 @@ def _matmul_gflops(m: int, k: int, n: int, seconds: float = 1.0) -> float:
     return 2.0 * m * k * n * calls / (time.perf_counter() - start) / 1e9
 
 
-def _env_device(args: argparse.Namespace, engine: str, device: str) -> str | None:
-    """Where the on-policy benchmark steps its env: as a run would (``auto``), or forced."""
-    from learners.training import DEVICE_ENV_MIN_COPIES
+def _env_device(args: argparse.Namespace, algorithm: str, engine: str, device: str) -> str | None:
+    """Where the on-policy benchmark steps its env: where a run of the same spec would
+    (``learners.training.observation_device``), or forced (a GPU learner's vector engine only)."""
+    from benchmarks.learning import default_spec
+    from learners.training import observation_device
 
-    on_gpu = engine == "vector" and args.backend == "torch" and device.startswith("cuda")
-    if not on_gpu or args.env_device == "host":
+    if args.env_device == "host":
         return None
-    if args.env_device == "device" or args.num_envs >= DEVICE_ENV_MIN_COPIES:
-        return device
-    return None
+    if args.env_device == "device":
+        on_gpu = engine == "vector" and args.backend == "torch" and device.startswith("cuda")
+        return device if on_gpu else None
+    spec = default_spec(
+        algorithm, args.backend, args.env, seed=0, steps=1, num_envs=args.num_envs, engine=engine
+    )
+    return observation_device(spec, device)
 
 
 class _OnPolicyRun:
@@ -209,7 +214,7 @@ class _OnPolicyRun:
 
         spec = EnvSpec(suite=suite_of(args.env), id=args.env, num_envs=args.num_envs, engine=engine)
         self.name, self.engine = f"{algorithm}/{args.backend}", engine
-        self.env = make_vec_env(spec, seed=0, device=_env_device(args, engine, device))
+        self.env = make_vec_env(spec, seed=0, device=_env_device(args, algorithm, engine, device))
         rng = np.random.default_rng(0)
         self.actions = [random_actions(self.env.info, rng) for _ in range(64)]
         algo = entry(algorithm)

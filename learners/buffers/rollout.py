@@ -79,7 +79,6 @@ class RolloutBuffer:
         discrete = info.action_kind == "discrete"
         self.info = info
         self.length = length
-        self.xp = xp
         self.obs = xp.zeros((t, e, n, info.obs_dim), xp.float32)
         self.state = xp.zeros((t, e, info.state_dim), xp.float32)
         self.agent_mask = np.zeros((t, e, n), np.float32)
