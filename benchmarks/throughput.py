@@ -28,7 +28,10 @@ products (``torch.utils.flop_counter``, forward and backward passes) per env ste
 that makes over the update's median time; the operators it dispatches (a ``TorchDispatchMode``
 count) and the matrix products' share of the operators' time (``torch.profiler``); and what one
 thread of this CPU reaches on the update's largest product and on a 1024 x 1024 one (float32).
-That says whether the update is bound by arithmetic or by the number of operators it runs.
+That says whether the update is bound by arithmetic or by the number of operators it runs. Its
+last line is the ceiling of this update on this thread: the matrix products alone at the largest
+product's rate, plus the rollout as measured, as env steps/s; no fusing or compiling of the update
+can train faster than that without computing less per env step.
 
 ``train`` and ``onpolicy`` take ``--device cuda`` (or ``auto``) to run the learner on a GPU. A
 MAPPO/IPPO run on the vector engine with many copies then steps its env on the GPU too and keeps
@@ -290,9 +293,21 @@ class _OnPolicyRun:
         )
         rows = self.steps * self.env.info.num_agents // self.config.minibatches
         width = max(self.config.hidden_sizes)
+        peak = _matmul_gflops(rows, width, width)
         print(
             f"    one thread, the update's largest product ({rows}x{width} by {width}x{width}):"
-            f" {_matmul_gflops(rows, width, width):.1f} GFLOP/s"
+            f" {peak:.1f} GFLOP/s"
+        )
+        # The fastest this update could train on this thread: its matrix products at the rate of
+        # its largest one (its smaller ones run slower) and nothing else in the update, plus the
+        # rollout as measured. A fused or compiled update can approach it, not pass it.
+        products_us = flops / self.steps / (peak * 1e9) * 1e6
+        rollout_us = 1e6 / statistics.median(self.acting)
+        print(
+            f"    ceiling: the products alone at that rate take {products_us:.1f} us per env step"
+            f" and the rollout {rollout_us:.1f} us: at most"
+            f" {1e6 / (products_us + rollout_us):,.0f} env steps/s with this update"
+            f" (measured {statistics.median(self.training):,.0f})"
         )
 
 
