@@ -39,8 +39,7 @@ from core.queue import CeleryDispatcher, Dispatcher
 from core.settings import Settings, get_settings
 from core.storage import ArtifactStore, store_for
 from core.sweeps.space import SweepSpec
-from learners.spec import SpecEdit
-from learners.spec_schema import spec_json_schema
+from learners.api import SpecEdit, spec_json_schema
 
 DESCRIPTION = """Training-as-a-service for multi-agent reinforcement learning.
 

@@ -28,7 +28,7 @@ from core.storage import (
     replay_key,
     verified_copy,
 )
-from learners.replay import EXIT_NOT_INSTALLED
+from learners.api import EXIT_NOT_INSTALLED
 
 RENDER_TIMEOUT_S = 300.0
 # Rendering loads a framework and steps an env; two at once already fill a small machine.

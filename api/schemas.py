@@ -11,7 +11,7 @@ from core.db import utcnow
 from core.enums import ExperimentStatus, ResourceClass
 from core.leases import max_restarts_of
 from core.models import Checkpoint, Experiment, MetricPointRow, WorkerRecord
-from learners.enums import Algorithm, Backend
+from learners.api import Algorithm, Backend
 
 
 class Progress(BaseModel):

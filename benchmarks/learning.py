@@ -25,10 +25,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from learners.admission.parse import parse_spec  # noqa: E402
 from learners.enums import EnvSuite  # noqa: E402
 from learners.envs.catalogue import MPE_ENVS  # noqa: E402
 from learners.hooks import MemoryHooks, MetricPoint  # noqa: E402
-from learners.spec import ExperimentSpec, parse_spec  # noqa: E402
+from learners.spec import ExperimentSpec  # noqa: E402
 from learners.training import train  # noqa: E402
 
 

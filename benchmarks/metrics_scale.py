@@ -48,7 +48,8 @@ from core.ids import new_id  # noqa: E402
 from core.models import Experiment, MetricPointRow  # noqa: E402
 from core.queue import CeleryDispatcher  # noqa: E402
 from core.settings import Settings  # noqa: E402
-from learners.spec import ExperimentSpec, parse_spec  # noqa: E402
+from learners.admission.parse import parse_spec  # noqa: E402
+from learners.spec import ExperimentSpec  # noqa: E402
 
 PROJECT = "metrics-scale"
 SERIES = [f"bench/metric_{k:02d}" for k in range(10)]

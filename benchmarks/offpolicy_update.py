@@ -33,7 +33,7 @@ from learning import parse_overrides  # noqa: E402
 
 from learners.buffers.replay import ReplayBatch, _row_shapes  # noqa: E402
 from learners.enums import EnvSuite  # noqa: E402
-from learners.envs.catalogue import make_vec_env  # noqa: E402
+from learners.envs.factory import make_vec_env  # noqa: E402
 from learners.registry import entry  # noqa: E402
 from learners.spec import EnvSpec  # noqa: E402
 

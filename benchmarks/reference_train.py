@@ -47,8 +47,8 @@ def run_ours(algorithm: str, steps: int, num_envs: int) -> float:
     sys.path.insert(0, str(ROOT))
     import importlib
 
+    from learners.admission.parse import parse_spec
     from learners.hooks import MemoryHooks
-    from learners.spec import parse_spec
     from learners.training import train
 
     # Imported before the clock starts, as XuanCe's are (by get_runner).

@@ -58,7 +58,7 @@ from core.models import Checkpoint  # noqa: E402
 from core.queue import CeleryDispatcher  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from core.storage import store_for  # noqa: E402
-from learners.spec import parse_spec  # noqa: E402
+from learners.admission.parse import parse_spec  # noqa: E402
 from tests.s3_support import AWS_ENV, MotoServer, free_port  # noqa: E402
 from workers.hooks import DatabaseHooks  # noqa: E402
 from workers.threads import thread_environment  # noqa: E402

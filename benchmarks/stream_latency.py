@@ -79,7 +79,7 @@ def prepare(settings: Settings) -> str:
     from core.enums import ExperimentStatus as S
     from core.lifecycle import transition
     from core.queue import CeleryDispatcher
-    from learners.spec import parse_spec
+    from learners.admission.parse import parse_spec
 
     migrate.upgrade(settings.database_url)
     engine = make_engine(settings.database_url)

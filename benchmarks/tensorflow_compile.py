@@ -32,7 +32,7 @@ from learners.buffers.episodes import EpisodeBuffer  # noqa: E402
 from learners.buffers.replay import ReplayBuffer  # noqa: E402
 from learners.buffers.rollout import RolloutBuffer  # noqa: E402
 from learners.enums import Algorithm, Backend  # noqa: E402
-from learners.envs.catalogue import make_vec_env  # noqa: E402
+from learners.envs.factory import make_vec_env  # noqa: E402
 from learners.registry import RunnerKind, entry  # noqa: E402
 from learners.runners.off_policy import random_actions, trains_on_episodes  # noqa: E402
 from learners.runners.on_policy import collect_rollout  # noqa: E402

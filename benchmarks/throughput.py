@@ -55,7 +55,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from learners.enums import EnvSuite  # noqa: E402
 from learners.envs.base import EnvInfo, VecEnv, observation_ops  # noqa: E402
-from learners.envs.catalogue import MPE_ENVS, make_vec_env  # noqa: E402
+from learners.envs.catalogue import MPE_ENVS  # noqa: E402
+from learners.envs.factory import make_vec_env  # noqa: E402
 from learners.spec import EnvSpec  # noqa: E402
 
 
@@ -102,13 +103,13 @@ def bench_envs(args: argparse.Namespace) -> None:
 
 def bench_train(args: argparse.Namespace) -> None:
     from benchmarks.learning import default_spec, parse_overrides
-    from learners.envs import catalogue
+    from learners.envs import factory
     from learners.hooks import MemoryHooks
     from learners.training import train
 
     if args.env_workers is not None:  # override the default stepping rule for this run
         workers = args.env_workers
-        catalogue.default_workers = lambda num_envs, cpus=None: workers
+        factory.default_workers = lambda num_envs, cpus=None: workers
 
     spec = default_spec(
         args.algorithm, args.backend, args.env, seed=0, steps=args.steps,

@@ -39,7 +39,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from core.enums import Role
-from learners.enums import Backend
+from learners.api import Backend
 
 if TYPE_CHECKING:  # imported where used: the client verbs start without SQLAlchemy or settings
     from core.settings import Settings

@@ -22,8 +22,7 @@ from core.models import Experiment
 from core.queue import Dispatcher, requested_device, resource_class
 from core.repositories import CheckpointRepository, EventRepository, ExperimentRepository
 from core.repositories.leases import LeaseRepository
-from learners.backends import GPU_BACKENDS
-from learners.spec import ExperimentSpec
+from learners.api import GPU_BACKENDS, ExperimentSpec
 
 log = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ from core.models import Experiment
 from core.queue import Dispatcher
 from core.repositories import CheckpointRepository, EventRepository
 from core.repositories.leases import HELD_STATUSES, LeaseRepository, lapsed
-from learners.spec import SpecEnvelope
+from learners.api import SpecEnvelope
 
 log = logging.getLogger(__name__)
 

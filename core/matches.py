@@ -25,8 +25,7 @@ from core.models import Match
 from core.queue import Dispatcher
 from core.repositories import CheckpointRepository, ExperimentRepository
 from core.repositories.matches import MatchRepository
-from learners.enums import Backend, EnvSuite
-from learners.spec import EnvSpec, FieldError, SpecError, errors_from_validation
+from learners.api import Backend, EnvSpec, EnvSuite, FieldError, SpecError, errors_from_validation
 
 _STRICT = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
@@ -127,8 +126,7 @@ def env_spec(env: dict[str, Any]) -> EnvSpec:
 def _resolve_teams(session: Session, spec: MatchSpec, project_id: str) -> dict[str, Any]:
     """Each team's policy as stored: ``"random"`` or the checkpoint's identity; every problem
     found, as ``SpecError``."""
-    from learners.budget import env_kwarg_errors
-    from learners.envs.catalogue import MPE_TEAMS, kwarg_errors, scenario_teams
+    from learners.api import MPE_TEAMS, env_kwarg_errors, kwarg_errors, scenario_teams
 
     if spec.env.id not in MPE_TEAMS:
         known = ", ".join(MPE_TEAMS)
@@ -171,7 +169,7 @@ def _resolve_teams(session: Session, spec: MatchSpec, project_id: str) -> dict[s
 def _checkpoint(
     session: Session, project_id: str, team: str, choice: CheckpointChoice, match_env: EnvSpec
 ) -> dict[str, Any] | FieldError:
-    from learners.matches import fit_errors
+    from learners.api import fit_errors
 
     field = f"teams.{team}"
     experiment = ExperimentRepository(session).get(choice.experiment_id)

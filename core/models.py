@@ -44,7 +44,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from core.db import UTCDateTime
 from core.enums import EventKind, ExperimentStatus, MatchStatus, ResourceClass, Role
-from learners.enums import Algorithm, Backend
+from learners.api import Algorithm, Backend
 
 # JSONB on PostgreSQL (indexable, compact), JSON text elsewhere.
 JSONType = JSON().with_variant(postgresql.JSONB(), "postgresql")

@@ -23,7 +23,7 @@ from core.enums import ExperimentStatus, FailureClass, ResourceClass
 from core.queue import queue_name, waiting_messages
 from core.repositories.stats import LostWorkers, StatsRepository
 from core.settings import Settings
-from learners.enums import Backend
+from learners.api import Backend
 
 log = logging.getLogger(__name__)
 

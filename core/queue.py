@@ -29,8 +29,7 @@ from kombu import Exchange, Queue  # type: ignore[attr-defined]
 from core.enums import ResourceClass
 from core.settings import Settings
 from core.streaming import redis_url_of
-from learners.backends import GPU_BACKENDS
-from learners.enums import Backend, Device
+from learners.api import GPU_BACKENDS, Backend, Device
 
 RUN_TASK = "marlforge.run_experiment"
 MATCH_TASK = "marlforge.play_match"
@@ -156,7 +155,7 @@ class CeleryDispatcher:
         self._send(RUN_TASK, experiment_id, queue_for(self.settings, Backend(backend), device))
 
     def enqueue_match(self, match_id: str, backend: Backend) -> None:
-        # A match plays its policies on the CPU (``learners.checkpoint.load_policy``).
+        # A match plays its policies on the CPU (``learners.policy.load_policy``).
         self._send(MATCH_TASK, match_id, queue_name(self.settings, Backend(backend)))
 
     def _send(self, task: str, row_id: str, queue: str) -> None:

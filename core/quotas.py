@@ -2,7 +2,7 @@
 the project's quotas (``check_project_limits``: runs queued or running, submissions per minute).
 
 ``check_spec_bounds`` runs after ``learners.spec.parse_spec``: the structural bounds and the memory
-estimate of ``learners.budget``, the estimate judged against ``Settings.run_memory_mb``
+estimate of ``learners.admission.budget``, the estimate judged against ``Settings.run_memory_mb``
 (``MARLFORGE_RUN_MEMORY_MB``). It raises ``SpecError`` like ``parse_spec`` does, so the submission
 route answers both alike (422 ``invalid_spec`` with ``error.fields``). ``run_memory_estimate`` gives
 the estimate alone, for a route or page that shows it.
@@ -22,9 +22,7 @@ from core.errors import QuotaExceeded
 from core.repositories import ExperimentRepository, ProjectRepository
 from core.repositories.sweeps import SweepRepository
 from core.settings import Settings
-from learners.budget import Assessment, assess
-from learners.memory import MemoryEstimate
-from learners.spec import ExperimentSpec, SpecError
+from learners.api import Assessment, ExperimentSpec, MemoryEstimate, SpecError, assess
 
 
 def _variable(field: str) -> str:

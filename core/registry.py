@@ -29,7 +29,7 @@ from core.models import Experiment, WorkerRecord
 from core.queue import declared_queues, requested_device, resource_class
 from core.repositories.workers import WorkerRepository
 from core.settings import Settings
-from learners.enums import Backend
+from learners.api import Backend
 
 FORGET_AFTER = dt.timedelta(days=1)
 """A row not seen for this long is deleted when a worker registers (a worker long gone)."""

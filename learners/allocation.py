@@ -4,7 +4,7 @@ Exact where the learners' own code fixes the number: the buffers byte for byte a
 ``learners.buffers`` allocates them, and the parameters of every network as the backends build
 them (tests/learners/test_budget.py holds both to the real objects). Approximate where a framework
 decides: the floats one batch leaves behind in a forward pass (the input and every layer's output
-over the batch's rows), which ``learners.memory`` multiplies by what each framework keeps.
+over the batch's rows), which ``learners.admission.memory`` multiplies by what each framework keeps.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ Adam's moments under ``optim/<net>/<param>/exp_avg`` and ``.../exp_avg_sq`` with
 format version, algorithm, backend, the full spec, the env's spaces, the env step it was taken at,
 the runner's counters, and which backends can resume it or load its policy.
 
-The file is everything a run needs to continue exactly; ``load_policy`` needs only the actor.
+The file is everything a run needs to continue exactly; ``learners.policy.load_policy`` reads
+only the actor from it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import safetensors
@@ -25,9 +26,8 @@ import safetensors.numpy
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, JsonValue
 
-from learners.enums import Algorithm, Backend, Device
-from learners.envs.base import EnvInfo, Observation
-from learners.learner import EpisodicMemory
+from learners.enums import Algorithm, Backend
+from learners.envs.base import EnvInfo
 
 FORMAT_VERSION = 1
 MANIFEST_KEY = "marlforge"
@@ -144,73 +144,3 @@ def read(path: Path | str) -> tuple[Tensors, Manifest]:
     """Every tensor and the manifest of the checkpoint at ``path``."""
     manifest = read_manifest(path)
     return dict(safetensors.numpy.load_file(str(path))), manifest
-
-
-class Policy(Protocol):
-    """A trained policy that acts greedily (no exploration noise, the mode of a distribution)."""
-
-    info: EnvInfo
-    manifest: Manifest
-
-    def act(self, observation: Observation) -> NDArray[Any]:
-        """Actions for a batched observation: (E, N, action_dim) in [-1, 1], or (E, N) ints."""
-        ...
-
-    def end_episodes(self, ended: NDArray[np.bool_]) -> None:
-        """Forget what a recurrent policy carried for the copies whose episode ended ((E,)
-        booleans); nothing to forget for a feed-forward one."""
-        ...
-
-
-class _LearnerPolicy:
-    def __init__(self, learner: Any, info: EnvInfo, manifest: Manifest) -> None:
-        self._learner = learner
-        self.info = info
-        self.manifest = manifest
-
-    def act(self, observation: Observation) -> NDArray[Any]:
-        actions: NDArray[Any] = self._learner.act(observation, explore=False)
-        return actions
-
-    def end_episodes(self, ended: NDArray[np.bool_]) -> None:
-        if isinstance(self._learner, EpisodicMemory):
-            self._learner.end_episodes(ended)
-
-
-def load_policy(
-    path: Path | str, backend: Backend | str | None = None, device: Device | str = Device.CPU
-) -> Policy:
-    """The deterministic policy in the checkpoint at ``path``, run by ``backend`` (default: the
-    backend that wrote it) on ``device``. Only the policy's tensors are loaded."""
-    from learners.backends import resolve_device
-    from learners.registry import entry
-    from learners.spec import ExperimentSpec
-
-    manifest = read_manifest(path)
-    chosen = Backend(backend) if backend is not None else manifest.backend
-    if chosen not in manifest.policy_backends:
-        raise CheckpointError(
-            f"the policy in {path} can be loaded by {', '.join(manifest.policy_backends)}, "
-            f"not by {chosen}"
-        )
-    spec = ExperimentSpec.model_validate(manifest.spec)
-    info = env_info_from_json(manifest.env)
-    learner_cls = entry(manifest.algorithm).learner_class(chosen)
-    learner = learner_cls(spec.config(), info, resolve_device(chosen, Device(device)), spec.seed)
-    names = learner.policy_tensor_names()
-    with safetensors.safe_open(str(path), framework="np") as handle:
-        missing = [n for n in names if n not in set(handle.keys())]
-        if missing:
-            raise CheckpointError(f"{path} lacks the policy tensors {missing}")
-        tensors = {n: handle.get_tensor(n) for n in names}
-    expected = learner.state()
-    wrong = [
-        f"{n} {tuple(t.shape)} (this code builds {tuple(expected[n].shape)})"
-        for n, t in tensors.items()
-        if tuple(t.shape) != tuple(expected[n].shape)
-    ]
-    if wrong:
-        # e.g. a multi-team run written when one network served both teams
-        raise CheckpointError(f"{path} holds networks of another layout: {', '.join(wrong)}")
-    learner.load_state(tensors, policy_only=True)
-    return _LearnerPolicy(learner, info, manifest)

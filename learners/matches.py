@@ -12,14 +12,12 @@ random actions, plays whole episodes with every policy acting greedily, and scor
   collisions per episode on simple_tag, distances to the goal landmark on simple_adversary and
   simple_push; the match's score is its mean over the episodes.
 
-``fit_errors`` says why a checkpoint cannot take a team's seats, without building networks: the API
-calls it at submission, so this module imports no deep-learning framework until a match is played.
+A checkpoint must fit its team's seats (``learners.admission.match_fit.fit_errors``, which the API
+calls at submission); this module imports no deep-learning framework until a match is played.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,16 +28,17 @@ import numpy as np
 from numpy.typing import NDArray
 
 from learners import rng
+from learners.admission.match_fit import fit_errors
 from learners.enums import EnvEngine, EnvSuite
 from learners.envs.base import EnvInfo, Observation
-from learners.envs.catalogue import make_vec_env, scenario_teams
+from learners.envs.catalogue import scenario_teams
+from learners.envs.factory import make_vec_env
 from learners.envs.scores import Scorer
-from learners.envs.shapes import env_shape
 from learners.envs.teams import team_members, team_returns
 
 if TYPE_CHECKING:
-    from learners.checkpoint import Policy
     from learners.envs.mpe import MPEVecEnv
+    from learners.policy import Policy
     from learners.spec import EnvSpec
 
 RANDOM: Final = "random"
@@ -84,87 +83,6 @@ class MatchResult:
             },
             "score": dict(self.score),
         }
-
-
-# ---------------------------------------------------------------------------------------------
-# Fitting a checkpoint to a team's seats
-
-
-@dataclass(frozen=True)
-class _Seats:
-    """What a policy acting for every agent of an env is shaped by."""
-
-    teams: tuple[str, ...]
-    obs_dims: tuple[int, ...]
-    obs_dim: int
-    discrete: bool
-    action_dim: int
-
-
-def _seats(env: EnvSpec) -> _Seats:
-    if env.suite == EnvSuite.MPE:
-        info = _scenario_info(env.id, json.dumps(dict(env.kwargs), sort_keys=True))
-        return _Seats(
-            info.teams,
-            info.obs_dims,
-            info.obs_dim,
-            info.action_kind == "discrete",
-            info.action_dim,
-        )
-    shape = env_shape(env.suite, env.id, env.kwargs)
-    return _Seats(("agent",), (shape.obs_dim,), shape.obs_dim, shape.discrete, shape.action_dim)
-
-
-@functools.lru_cache(maxsize=64)
-def _scenario_info(env_id: str, kwargs_json: str) -> EnvInfo:
-    from learners.envs.mpe import scenario_info
-
-    return scenario_info(env_id, json.loads(kwargs_json))
-
-
-def _kind(discrete: bool) -> str:
-    return "discrete" if discrete else "continuous"
-
-
-def fit_errors(match_env: EnvSpec, team: str, trained_env: EnvSpec) -> list[str]:
-    """Why a policy trained on ``trained_env`` cannot take ``team``'s seats in ``match_env``; ``[]``
-    when it fits. A checkpoint's policy acts for every agent of the env it was trained on, so the
-    match's env must have as many agents, the team as many seats, and the same observation and
-    action sizes. Builds one throwaway copy of each mpe2 env (no network); raises what the env's
-    constructor raises for kwargs it refuses."""
-    if (trained_env.suite, trained_env.id) != (match_env.suite, match_env.id):
-        return [f"trained on {trained_env.id}, not {match_env.id}"]
-    teams = scenario_teams(match_env.suite, match_env.id)
-    if team not in teams:
-        return [f"the scenario has no team '{team}' (its teams: {', '.join(teams)})"]
-    trained, here = _seats(trained_env), _seats(match_env)
-    errors: list[str] = []
-    if len(trained.teams) != len(here.teams):
-        errors.append(f"trained with {len(trained.teams)} agents, the match has {len(here.teams)}")
-    seats_trained, seats_here = trained.teams.count(team), here.teams.count(team)
-    if seats_trained != seats_here:
-        errors.append(f"team '{team}' had {seats_trained} agents in training, {seats_here} here")
-    if trained.discrete != here.discrete:
-        errors.append(f"{_kind(trained.discrete)} actions in training, {_kind(here.discrete)} here")
-    elif trained.action_dim != here.action_dim:
-        errors.append(f"action size {trained.action_dim} vs {here.action_dim}")
-    errors += _obs_errors(team, trained, here)
-    return errors
-
-
-def _obs_errors(team: str, trained: _Seats, here: _Seats) -> list[str]:
-    dims_trained = {d for d, t in zip(trained.obs_dims, trained.teams, strict=True) if t == team}
-    dims_here = {d for d, t in zip(here.obs_dims, here.teams, strict=True) if t == team}
-    if dims_trained != dims_here:
-        return [f"observation size {_sizes(dims_trained)} in training, {_sizes(dims_here)} here"]
-    if trained.obs_dim != here.obs_dim:
-        # The network's input is padded to the largest agent's observation.
-        return [f"padded observation size {trained.obs_dim} in training, {here.obs_dim} here"]
-    return []
-
-
-def _sizes(dims: set[int]) -> str:
-    return " and ".join(str(d) for d in sorted(dims))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -245,7 +163,8 @@ def _check_teams(env: EnvSpec, teams: Mapping[str, TeamPolicy]) -> None:
 def _load_policies(env: EnvSpec, teams: Mapping[str, TeamPolicy]) -> dict[str, Policy | None]:
     """Each team's policy (None: random), every checkpoint checked against its seats first and
     loaded once however many teams it plays."""
-    from learners.checkpoint import load_policy, read_manifest
+    from learners.checkpoint import read_manifest
+    from learners.policy import load_policy
     from learners.replay import installed_backend
     from learners.spec import ExperimentSpec
 

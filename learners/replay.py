@@ -79,8 +79,8 @@ def play(
 ) -> tuple[list[NDArray[np.uint8]], ReplayInfo]:
     """The frames of one greedy evaluation episode of the policy in ``checkpoint``."""
     from learners import rng
-    from learners.checkpoint import load_policy
-    from learners.envs.catalogue import make_vec_env
+    from learners.envs.factory import make_vec_env
+    from learners.policy import load_policy
     from learners.spec import ExperimentSpec
 
     policy = load_policy(checkpoint, backend=installed_backend(checkpoint))

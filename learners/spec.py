@@ -1,24 +1,21 @@
-"""The experiment spec: the product's main interface, validated once and shared by API and worker.
+"""The experiment spec: the product's main interface, one frozen model shared by API and worker.
 
-``parse_spec`` turns untrusted JSON into a frozen ``ExperimentSpec`` with every default filled in,
-or raises ``SpecError`` listing each bad field by its dotted path (``hyperparameters.tau``,
-``env.kwargs.N``) and the reason. Nothing here imports a deep-learning framework.
+Models only: what a spec holds and its field-level bounds. Deciding whether a spec may run
+(``parse_spec``, the env and budget checks) is ``learners.admission``'s job. Nothing here imports
+a deep-learning framework.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from learners.config import AlgorithmConfig
 from learners.enums import Algorithm, Backend, Device, EnvEngine, EnvSuite
-
-if TYPE_CHECKING:
-    from learners.registry import AlgorithmEntry
+from learners.registry import entry
 
 
 @dataclass(frozen=True)
@@ -76,8 +73,8 @@ MAX_TOTAL_STEPS = 100_000_000
 """Environment steps per run. At the 300-3,000 env steps/s these learners train at
 (docs/learners.md), more would outlast the run time limit (48 h by default) anyway."""
 MAX_VECTOR_ENVS = 4096
-"""The most copies ``env.num_envs`` may ask for: on the vector engine (``learners.budget`` holds
-the other engines to fewer)."""
+"""The most copies ``env.num_envs`` may ask for: on the vector engine (``learners.admission.budget``
+holds the other engines to fewer)."""
 
 
 # The pydantic mypy plugin's synthesised __init__ has a ``**kwargs`` beside the ``kwargs`` field.
@@ -92,7 +89,7 @@ class EnvSpec(BaseModel):  # type: ignore[no-redef]
     """The environment id, e.g. ``Pendulum-v1`` or ``simple_spread_v3``."""
     num_envs: int = Field(default=1, ge=1, le=MAX_VECTOR_ENVS)
     """How many copies of the environment step in lockstep, batched into one array: up to 4,096
-    on the vector engine, 256 otherwise (``learners.budget``)."""
+    on the vector engine, 256 otherwise (``learners.admission.budget``)."""
     kwargs: dict[str, JsonValue] = Field(default_factory=dict)
     """Keyword arguments for the environment's own constructor (mpe2's ``N``, Pendulum's ``g``)."""
     engine: EnvEngine = EnvEngine.MPE2
@@ -101,6 +98,10 @@ class EnvSpec(BaseModel):  # type: ignore[no-redef]
     to mpe2 step for step and from the same seeds, and many times faster; ``mpe2`` is the
     reference library. Replays and matches play on mpe2 either way. A ``gymnasium`` spec may not
     ask for ``vector``."""
+
+
+MAX_EVAL_ENVS = 16
+"""Evaluation episodes play on at most this many env copies at once."""
 
 
 class EvaluationSpec(BaseModel):
@@ -198,8 +199,6 @@ class ExperimentSpec(SpecEnvelope):
 
     def config(self) -> AlgorithmConfig:
         """The typed, frozen config this spec's hyperparameters describe."""
-        from learners.registry import entry
-
         return entry(self.algorithm).config.model_validate(self.hyperparameters)
 
 
@@ -219,160 +218,3 @@ def _reason(error: Any) -> str:
     if error.get("type") == "value_error" and "error" in error.get("ctx", {}):
         return str(error["ctx"]["error"])
     return str(error["msg"])
-
-
-def _integral_floats_as_ints(value: Any) -> Any:
-    """``5.0`` as ``5``: JSON has one number type, and JSON Schema's ``integer`` admits 5.0, so a
-    client may send either (a float field takes the int as it is)."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _integral_floats_as_ints(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_integral_floats_as_ints(v) for v in value]
-    return value
-
-
-def _nul_errors(value: Any, field: str) -> list[FieldError]:
-    """Every string under ``value`` (keys too) holding NUL, which the database cannot store."""
-    if isinstance(value, str):
-        return (
-            [FieldError(field, "must not contain the NUL character (U+0000)")]
-            if "\x00" in value
-            else []
-        )
-    if isinstance(value, dict):
-        found = []
-        for key, item in value.items():
-            path = f"{field}.{key}"
-            if "\x00" in key:
-                found.append(FieldError(field, "a key must not contain the NUL character (U+0000)"))
-            found.extend(_nul_errors(item, path))
-        return found
-    if isinstance(value, list):
-        return [e for k, item in enumerate(value) for e in _nul_errors(item, f"{field}.{k}")]
-    return []
-
-
-def _device_errors(envelope: SpecEnvelope) -> list[FieldError]:
-    """``cuda`` on a backend that cannot use a GPU (``learners.backends.GPU_BACKENDS``): refused
-    here rather than queued for a worker whose runtime would fail it (it has no GPU queue)."""
-    from learners.backends import GPU_BACKENDS
-
-    if envelope.device != Device.CUDA or envelope.backend in GPU_BACKENDS:
-        return []
-    able = ", ".join(sorted(GPU_BACKENDS))
-    reason = (
-        f"the {envelope.backend} backend cannot use a GPU: it is installed as its CPU build, so "
-        f"'cuda' is for {able} only; use 'auto' or 'cpu' on {envelope.backend}"
-    )
-    return [FieldError("device", reason)]
-
-
-def _with_env_defaults(envelope: SpecEnvelope, algo: AlgorithmEntry) -> SpecEnvelope:
-    """The envelope with the algorithm's env defaults (``AlgorithmEntry.env_defaults``) in the
-    places the spec left out: ``env.num_envs``, and each ``env.kwargs`` entry not given."""
-    defaults = algo.env_defaults_for(envelope.env.suite, envelope.env.id)
-    changes: dict[str, Any] = {}
-    if "num_envs" in defaults and "num_envs" not in envelope.env.model_fields_set:
-        changes["num_envs"] = defaults["num_envs"]
-    missing = {k: v for k, v in defaults.get("kwargs", {}).items() if k not in envelope.env.kwargs}
-    if missing:
-        changes["kwargs"] = {**missing, **envelope.env.kwargs}
-    if not changes:
-        return envelope
-    env = envelope.env.model_copy(update=changes)
-    return envelope.model_copy(update={"env": env})
-
-
-def _with_default_engine(envelope: SpecEnvelope) -> SpecEnvelope:
-    """An mpe spec that leaves ``env.engine`` out steps on the vector engine, where it models the
-    scenario and kwargs (else mpe2, whose checks then speak). Specs stored before the vector
-    engine was the default name mpe2 and keep it."""
-    from learners.envs.catalogue import engine_errors
-
-    env = envelope.env
-    if env.suite != EnvSuite.MPE or "engine" in env.model_fields_set:
-        return envelope
-    vector = env.model_copy(update={"engine": EnvEngine.VECTOR})
-    if engine_errors(vector):
-        return envelope
-    return envelope.model_copy(update={"env": vector})
-
-
-def parse_spec(data: Mapping[str, Any]) -> ExperimentSpec:
-    """Validate a submitted spec completely, or raise ``SpecError`` naming every bad field."""
-    from learners.envs.catalogue import engine_errors, validate_env
-    from learners.registry import entry
-
-    if not isinstance(data, Mapping):
-        raise SpecError([FieldError("body", "the spec must be a JSON object")])
-    try:
-        # Strictly, as JSON: the types the published schema names, with no coercion.
-        normalised = _integral_floats_as_ints(dict(data))
-        envelope = SpecEnvelope.model_validate_json(json.dumps(normalised), strict=True)
-    except ValidationError as exc:
-        raise SpecError(errors_from_validation(exc)) from None
-
-    errors: list[FieldError] = []
-    try:
-        algo = entry(envelope.algorithm)
-    except KeyError:
-        # In the enum but not in the catalogue yet: no backend is built for it.
-        reason = f"{envelope.algorithm} is not built for any backend yet"
-        raise SpecError([FieldError("algorithm", reason)]) from None
-    if envelope.backend not in algo.backends:
-        built = ", ".join(sorted(algo.backends)) or "none"
-        errors.append(
-            FieldError(
-                "backend",
-                f"{envelope.algorithm} is not built for the {envelope.backend} backend yet "
-                f"(built: {built})",
-            )
-        )
-    errors.extend(_device_errors(envelope))
-    envelope = _with_default_engine(_with_env_defaults(envelope, algo))
-    if envelope.env.suite not in algo.suites:
-        errors.append(
-            FieldError(
-                "env.suite",
-                f"{envelope.algorithm} does not train on {envelope.env.suite} environments "
-                f"(supported: {', '.join(sorted(algo.suites))})",
-            )
-        )
-    errors.extend(validate_env(envelope.env.suite, envelope.env.id, envelope.env.kwargs, algo))
-    errors.extend(engine_errors(envelope.env))
-
-    hyperparameters: dict[str, Any] = {}
-    try:
-        cfg = algo.config.resolve(envelope.env.suite, envelope.env.id, envelope.hyperparameters)
-        hyperparameters = cfg.model_dump(mode="json")
-    except ValidationError as exc:
-        errors.extend(errors_from_validation(exc, "hyperparameters"))
-
-    errors.extend(_nul_errors(envelope.env.kwargs, "env.kwargs"))
-    if errors:
-        raise SpecError(errors)
-    return ExperimentSpec.model_validate(
-        {**envelope.model_dump(mode="json"), "hyperparameters": hyperparameters}
-    )
-
-
-def parse_edit(data: Any) -> dict[str, Any]:
-    """The changes an edit asks for (``SpecEdit``'s fields that were given), or ``SpecError``
-    naming each field that is bad or may not change."""
-    if not isinstance(data, Mapping):
-        raise SpecError([FieldError("body", "the edit must be a JSON object")])
-    editable = ", ".join(EDITABLE)
-    fixed = [
-        FieldError(str(k), f"cannot be changed after submission; only {editable} can")
-        for k in data
-        if k not in EDITABLE
-    ]
-    if fixed:
-        raise SpecError(fixed)
-    try:
-        edit = SpecEdit.model_validate_json(json.dumps(dict(data)), strict=True)
-    except ValidationError as exc:
-        raise SpecError(errors_from_validation(exc)) from None
-    return edit.model_dump(mode="json", include=edit.model_fields_set)

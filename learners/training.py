@@ -20,7 +20,7 @@ from learners.backends import prepare_backend, resolve_device
 from learners.checkpoint import CheckpointError, Manifest, Tensors
 from learners.enums import Backend, EnvEngine, EnvSuite
 from learners.envs.base import VecEnv
-from learners.envs.catalogue import make_vec_env
+from learners.envs.factory import make_vec_env
 from learners.hooks import TrainingHooks
 from learners.registry import RunnerKind, entry
 from learners.runners.base import RunContext

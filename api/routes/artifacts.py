@@ -17,7 +17,7 @@ from core import experiments as service
 from core.ids import MAX_INT64
 from core.models import Checkpoint
 from core.repositories import CheckpointRepository, MetricRepository
-from learners.spec import NO_NUL
+from learners.api import NO_NUL
 
 router = project_router("/v1/experiments", ["artifacts"])
 

@@ -8,9 +8,16 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from learners.enums import Backend, EnvSuite
-from learners.envs.catalogue import env_ids, scenario_teams, trains_on
-from learners.registry import ActionKind, AlgorithmEntry, entries
+from learners.api import (
+    ActionKind,
+    AlgorithmEntry,
+    Backend,
+    EnvSuite,
+    entries,
+    env_ids,
+    scenario_teams,
+    trains_on,
+)
 
 router = APIRouter(prefix="/v1", tags=["catalogue"])
 

@@ -29,8 +29,15 @@ from core.ids import ID_PATTERN
 from core.models import Experiment
 from core.quotas import check_project_limits, check_spec_bounds
 from core.repositories import ExperimentFilter, ExperimentRepository
-from learners.enums import Algorithm, Backend
-from learners.spec import MAX_TAG_LENGTH, TAG_PATTERN, SpecError, parse_edit, parse_spec
+from learners.api import (
+    MAX_TAG_LENGTH,
+    TAG_PATTERN,
+    Algorithm,
+    Backend,
+    SpecError,
+    parse_edit,
+    parse_spec,
+)
 
 router = project_router("/v1/experiments", ["experiments"])
 

@@ -16,7 +16,7 @@ from core.enums import Role
 from core.ids import is_id
 from core.models import ApiKey
 from core.repositories import KeyRepository, ProjectRepository
-from learners.spec import Text
+from learners.api import Text
 
 router = project_router("/v1", ["keys"])
 

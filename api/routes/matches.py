@@ -20,9 +20,7 @@ from core.enums import MatchStatus
 from core.ids import is_id
 from core.models import Match
 from core.repositories.matches import MatchRepository
-from learners.enums import Backend, EnvSuite
-from learners.envs.catalogue import scenario_teams
-from learners.spec import SpecError
+from learners.api import Backend, EnvSuite, SpecError, scenario_teams
 
 router = project_router("/v1/matches", ["matches"])
 

@@ -18,7 +18,7 @@ from api.errors import ApiError, FieldProblem, error_responses
 from core.ids import ID_PATTERN, is_id
 from core.repositories.event_stream import EventStreamRepository
 from core.repositories.series import Sample, SeriesRepository
-from learners.spec import NO_NUL
+from learners.api import NO_NUL
 
 router = project_router("/v1", ["metrics"])
 

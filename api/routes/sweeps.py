@@ -26,7 +26,7 @@ from core.repositories.sweeps import SweepRepository
 from core.sweeps import scheduler, service, space
 from core.sweeps import summary as summaries
 from core.sweeps.service import SweepStatus, SweepView
-from learners.spec import ExperimentSpec, FieldError, SpecError
+from learners.api import ExperimentSpec, FieldError, SpecError
 
 router = project_router("/v1/sweeps", ["sweeps"])
 

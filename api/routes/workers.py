@@ -21,7 +21,7 @@ from api.schemas import RegisteredWorkerOut, WorkerList
 from core import registry
 from core.enums import ResourceClass
 from core.repositories.workers import WorkerRepository
-from learners.enums import Backend
+from learners.api import Backend
 
 router = project_router("/v1/workers", ["workers"])
 

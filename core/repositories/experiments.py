@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from core.db import utcnow
 from core.enums import ExperimentStatus
 from core.models import Experiment, ExperimentTag
-from learners.enums import Algorithm, Backend
+from learners.api import Algorithm, Backend
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from core.enums import ExperimentStatus, FailureClass
 from core.models import Experiment, StatusTransition
-from learners.enums import Backend
+from learners.api import Backend
 
 LOST_WORKER_REASON = "worker % lost at step %"
 """A ``LIKE`` pattern for the reason of every takeover (``core.leases``: "worker w-3 lost at step

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from core.enums import ResourceClass
 from core.models import WorkerRecord
-from learners.enums import Backend
+from learners.api import Backend
 
 
 class WorkerRepository:

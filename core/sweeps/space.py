@@ -27,13 +27,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
-from learners.spec import (
-    ExperimentSpec,
-    FieldError,
-    SpecError,
-    errors_from_validation,
-    parse_spec,
-)
+from learners.api import ExperimentSpec, FieldError, SpecError, errors_from_validation, parse_spec
 
 _STRICT = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 

@@ -1,12 +1,13 @@
 """The sizes a spec's environment will have, found without stepping it and without building
-anything large: what the submission checks (``learners.budget``) size buffers and networks from.
+anything large: what the submission checks (``learners.admission.budget``) size buffers and
+networks from.
 
 Gymnasium envs come from a table (their sizes are fixed; one kwarg adds a position feature), so
 checking a MuJoCo spec never loads MuJoCo. An mpe2 scenario's sizes follow from its kwargs in ways
 each scenario spells out for itself (partial observability pads observations, communication adds
 features), so rather than copy those rules, ``env_shape`` builds one throwaway copy and reads it.
-That is cheap only for the sizes ``learners.budget`` lets through (about 5 ms for 32 agents), so
-call it only after the spec's agent counts passed those bounds.
+That is cheap only for the sizes ``learners.admission.budget`` lets through (about 5 ms for 32
+agents), so call it only after the spec's agent counts passed those bounds.
 """
 
 from __future__ import annotations

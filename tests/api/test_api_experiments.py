@@ -15,7 +15,7 @@ from core import leases
 from core.enums import ExperimentStatus
 from core.lifecycle import transition
 from core.models import Experiment, StatusTransition
-from learners.spec import parse_spec
+from learners.admission.parse import parse_spec
 
 pytestmark = pytest.mark.integration
 

@@ -23,7 +23,7 @@ from core.queue import CeleryDispatcher
 from core.quotas import run_memory_estimate
 from core.settings import Settings
 from core.sweeps import scheduler
-from learners.spec import parse_spec
+from learners.admission.parse import parse_spec
 from tests.auth_support import bearer
 
 pytestmark = pytest.mark.integration

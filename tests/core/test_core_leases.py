@@ -21,7 +21,7 @@ from core.models import ExperimentEvent, StatusTransition
 from core.queue import CeleryDispatcher
 from core.repositories import CheckpointRepository
 from core.settings import Settings
-from learners.spec import parse_spec
+from learners.admission.parse import parse_spec
 from tests.auth_support import default_project_id
 from tests.broker_support import queued_messages as broker_messages
 

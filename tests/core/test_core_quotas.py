@@ -9,7 +9,8 @@ import pytest
 
 from core.quotas import BUDGET_VARIABLE, check_spec_bounds, run_memory_estimate
 from core.settings import Settings
-from learners.spec import ExperimentSpec, SpecError, parse_spec
+from learners.admission.parse import parse_spec
+from learners.spec import ExperimentSpec, SpecError
 
 
 def spec_of(

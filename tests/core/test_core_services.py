@@ -18,7 +18,7 @@ from core.models import ExperimentEvent, StatusTransition
 from core.queue import CeleryDispatcher
 from core.repositories import MetricRepository, MetricWrite
 from core.settings import Settings
-from learners.spec import parse_spec
+from learners.admission.parse import parse_spec
 from tests.auth_support import default_project_id
 
 S = ExperimentStatus

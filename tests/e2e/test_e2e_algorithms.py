@@ -181,8 +181,9 @@ def _download_final_checkpoint(stack: Stack, experiment_id: str, folder: Path) -
 def _act_in_every_backend(path: Path) -> dict[Backend, list[NDArray[Any]]]:
     """Each installed backend's actions over ``ACT_STEPS`` steps of the env adapter, stepped with
     the actions of the backend that wrote the checkpoint."""
-    from learners.checkpoint import load_policy, read_manifest
-    from learners.envs.catalogue import make_vec_env
+    from learners.checkpoint import read_manifest
+    from learners.envs.factory import make_vec_env
+    from learners.policy import load_policy
     from learners.spec import ExperimentSpec
 
     manifest = read_manifest(path)

@@ -50,8 +50,8 @@ def _image_like_env(folder: Path, frameworks: set[Backend]) -> dict[str, str]:
 
 
 def _checkpoint(folder: Path, backend: Backend) -> Path:
+    from learners.admission.parse import parse_spec
     from learners.hooks import MemoryHooks
-    from learners.spec import parse_spec
     from learners.training import train
 
     spec = parse_spec(

@@ -53,8 +53,8 @@ def test_a_ddpg_run_trains_and_its_checkpoint_acts(
 
 
 def _act_with(path: Path, spec_json: dict[str, Any]) -> None:
-    from learners.checkpoint import load_policy
-    from learners.envs.catalogue import make_vec_env
+    from learners.envs.factory import make_vec_env
+    from learners.policy import load_policy
     from learners.spec import ExperimentSpec
 
     spec = ExperimentSpec.model_validate(spec_json)

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
+from learners.admission.parse import parse_spec
 from learners.enums import Algorithm, Backend, EnvSuite
 from learners.hooks import MemoryHooks
 from learners.registry import ActionKind, entry
-from learners.spec import ExperimentSpec, parse_spec
+from learners.spec import ExperimentSpec
 
 # Small networks and early updates: the tests check mechanics, not learning.
 SMALL: dict[str, Any] = {"hidden_sizes": [32, 32], "batch_size": 32, "learning_starts": 100}

@@ -1,6 +1,7 @@
-"""Limits on a spec (learners.budget) and the memory estimate (learners.memory): the bounds refuse
-with the field and the limit, every catalogued default passes, and the estimate's formulas agree
-with the buffers and networks the learners really build."""
+"""Limits on a spec (learners.admission.budget) and the memory estimate
+(learners.admission.memory): the bounds refuse with the field and the limit, every catalogued
+default passes, and the estimate's formulas agree with the buffers and networks the learners
+really build."""
 
 from __future__ import annotations
 
@@ -11,17 +12,20 @@ from typing import Any
 import numpy as np
 import pytest
 
+from learners.admission.budget import MAX_ACTION_DIM, MAX_AGENTS, MAX_OBS_DIM, assess
+from learners.admission.envs import trains_on
+from learners.admission.parse import parse_spec
 from learners.allocation import episode_bytes, plan, replay_row_bytes, rollout_bytes
-from learners.budget import MAX_ACTION_DIM, MAX_AGENTS, MAX_OBS_DIM, assess
 from learners.buffers.episodes import EpisodeBuffer
 from learners.buffers.replay import ReplayBuffer
 from learners.buffers.rollout import RolloutBuffer
 from learners.enums import Algorithm, Backend, EnvSuite
 from learners.envs.base import EnvInfo
-from learners.envs.catalogue import env_ids, make_vec_env, trains_on
+from learners.envs.catalogue import env_ids
+from learners.envs.factory import make_vec_env
 from learners.envs.shapes import EnvShape, env_shape
 from learners.registry import ActionKind, built_pairs, entries, entry
-from learners.spec import EnvSpec, ExperimentSpec, SpecError, parse_spec
+from learners.spec import EnvSpec, ExperimentSpec, SpecError
 
 EXAMPLES = sorted(
     p

@@ -22,7 +22,7 @@ from learners.buffers.rollout import RolloutBuffer
 from learners.checkpoint import read
 from learners.enums import Algorithm, Backend, EnvSuite
 from learners.envs.base import observation_ops
-from learners.envs.catalogue import make_vec_env
+from learners.envs.factory import make_vec_env
 from learners.envs.vector.adapter import VectorVecEnv
 from learners.envs.vector.arrays import NUMPY
 from learners.hooks import MemoryHooks

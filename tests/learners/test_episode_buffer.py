@@ -10,7 +10,7 @@ import pytest
 
 from learners.buffers.episodes import EpisodeBatch, EpisodeBuffer
 from learners.envs.base import EnvInfo, Observation, Transition
-from learners.envs.catalogue import make_vec_env
+from learners.envs.factory import make_vec_env
 from learners.runners.off_policy import random_actions
 from learners.spec import EnvSpec
 

@@ -6,10 +6,12 @@ from typing import Any
 
 import pytest
 
+from learners.admission.envs import validate_env
+from learners.admission.parse import parse_spec
 from learners.enums import Algorithm, EnvSuite
-from learners.envs.catalogue import GYMNASIUM_ENVS, MPE_ENVS, action_kind, validate_env
+from learners.envs.catalogue import GYMNASIUM_ENVS, MPE_ENVS, action_kind
 from learners.registry import ActionKind, entries, entry
-from learners.spec import SpecError, parse_spec
+from learners.spec import SpecError
 
 
 def fields_of(errors: list[Any]) -> list[str]:

@@ -12,9 +12,10 @@ import pytest
 import safetensors.numpy
 
 from learners import checkpoint
-from learners.checkpoint import CheckpointError, Manifest, load_policy, read, read_manifest, write
+from learners.checkpoint import CheckpointError, Manifest, read, read_manifest, write
 from learners.enums import Backend
-from learners.envs.catalogue import make_vec_env
+from learners.envs.factory import make_vec_env
+from learners.policy import load_policy
 from learners.registry import built_pairs, entry
 from learners.spec import ExperimentSpec
 

@@ -8,7 +8,8 @@ import pytest
 
 from learners.enums import EnvSuite
 from learners.envs.base import episode_seed
-from learners.envs.catalogue import GYMNASIUM_ENVS, default_workers, make_vec_env
+from learners.envs.catalogue import GYMNASIUM_ENVS
+from learners.envs.factory import default_workers, make_vec_env
 from learners.envs.gymnasium_env import GymnasiumVecEnv
 from learners.envs.mpe import MPEVecEnv
 from learners.spec import EnvSpec

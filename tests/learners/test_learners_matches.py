@@ -19,13 +19,16 @@ from PIL import Image
 from scipy import stats
 
 from learners import matches, rng
-from learners.checkpoint import load_policy
+from learners.admission import match_fit
+from learners.admission.match_fit import fit_errors
+from learners.admission.parse import parse_spec
 from learners.enums import EnvSuite
 from learners.envs.base import EnvInfo, Observation, episode_seed
 from learners.envs.mpe import MPEVecEnv, scenario_info
 from learners.hooks import MemoryHooks
-from learners.matches import RANDOM, MatchResult, fit_errors, play_match
-from learners.spec import EnvSpec, parse_spec
+from learners.matches import RANDOM, MatchResult, play_match
+from learners.policy import load_policy
+from learners.spec import EnvSpec
 from learners.training import train
 
 TAG = {"max_cycles": 10}
@@ -73,13 +76,13 @@ def test_fit_errors_name_the_mismatch(trained: EnvSpec, team: str, expected: str
 
 def test_fit_errors_name_an_action_size_mismatch(monkeypatch: pytest.MonkeyPatch) -> None:
     # No catalogued scenario changes its action size with its kwargs, so one env's sizes are faked.
-    real = matches._scenario_info
+    real = match_fit._scenario_info
 
     def sizes(env_id: str, kwargs_json: str) -> EnvInfo:
         info = real(env_id, kwargs_json)
         return dataclasses.replace(info, action_dim=2) if "max_cycles" in kwargs_json else info
 
-    monkeypatch.setattr(matches, "_scenario_info", sizes)
+    monkeypatch.setattr(match_fit, "_scenario_info", sizes)
     errors = fit_errors(mpe("simple_tag_v3", max_cycles=5), "agent", mpe("simple_tag_v3"))
     assert errors == ["action size 5 vs 2"]
 

@@ -21,11 +21,12 @@ import pytest
 from numpy.typing import NDArray
 
 from learners import checkpoint
+from learners.admission.parse import parse_spec
 from learners.backends import prepare_backend
 from learners.enums import Algorithm, Backend
 from learners.hooks import MemoryHooks
 from learners.registry import built_pairs
-from learners.spec import ExperimentSpec, parse_spec
+from learners.spec import ExperimentSpec
 from learners.training import train
 
 ROWS = 200_000

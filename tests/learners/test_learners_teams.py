@@ -10,14 +10,16 @@ import numpy as np
 import pytest
 
 from learners import checkpoint
+from learners.admission.envs import trains_on
+from learners.admission.parse import parse_spec
+from learners.admission.schema import spec_json_schema
 from learners.enums import Algorithm, EnvSuite
-from learners.envs.catalogue import MPE_ENVS, MPE_TEAMS, scenario_teams, trains_on
+from learners.envs.catalogue import MPE_ENVS, MPE_TEAMS, scenario_teams
 from learners.envs.gymnasium_env import GymnasiumVecEnv
 from learners.envs.mpe import MPEVecEnv
 from learners.envs.teams import team_members, team_of, team_returns
 from learners.registry import ActionKind, entries, entry
-from learners.spec import SpecError, parse_spec
-from learners.spec_schema import spec_json_schema
+from learners.spec import SpecError
 
 # What mpe2 names the agents of each scenario with its default kwargs.
 MPE_AGENTS = {

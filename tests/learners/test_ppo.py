@@ -20,7 +20,7 @@ from learners.algorithms.ppo import (
 )
 from learners.buffers.rollout import RolloutBuffer
 from learners.envs.base import Observation
-from learners.envs.catalogue import make_vec_env
+from learners.envs.factory import make_vec_env
 from learners.functional.normalizer import ValueNormalizer
 from learners.functional.returns import gae
 from learners.runners.on_policy import collect_rollout

@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from learners.admission.parse import parse_spec
 from learners.algorithms import ppo_learner
 from learners.algorithms.ppo import rollout_targets
 from learners.hooks import MemoryHooks
-from learners.spec import parse_spec
 from learners.training import train
 
 pytest.importorskip("torch")

@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 
 from learners import rng
+from learners.admission.parse import parse_spec
 from learners.checkpoint import read
 from learners.envs.base import VecEnv
-from learners.envs.catalogue import make_vec_env
+from learners.envs.factory import make_vec_env
 from learners.hooks import MemoryHooks
-from learners.spec import ExperimentSpec, parse_spec
-from learners.training import MAX_EVAL_ENVS, train
+from learners.spec import MAX_EVAL_ENVS, ExperimentSpec
+from learners.training import train
 
 pytest.importorskip("torch")
 

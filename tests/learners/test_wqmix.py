@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from learners.algorithms.wqmix import WQMIXConfig, WQMIXStats, epsilon_at
 from learners.buffers.replay import ReplayBatch, ReplayBuffer
-from learners.envs.catalogue import make_vec_env
+from learners.envs.factory import make_vec_env
 from learners.runners.off_policy import random_actions
 from learners.spec import EnvSpec
 

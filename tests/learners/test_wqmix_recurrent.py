@@ -13,14 +13,16 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from learners.admission.parse import parse_spec
 from learners.algorithms.ddpg import DDPGConfig
 from learners.algorithms.wqmix import WQMIXConfig, episode_inputs
 from learners.buffers.episodes import EpisodeBatch
-from learners.checkpoint import load_policy, read
-from learners.envs.catalogue import make_vec_env
+from learners.checkpoint import read
+from learners.envs.factory import make_vec_env
 from learners.hooks import MemoryHooks
+from learners.policy import load_policy
 from learners.runners.off_policy import trains_on_episodes
-from learners.spec import EnvSpec, ExperimentSpec, SpecError, parse_spec
+from learners.spec import EnvSpec, ExperimentSpec, SpecError
 from learners.training import train
 
 torch = pytest.importorskip("torch")

@@ -19,7 +19,7 @@ from core.lifecycle import transition
 from core.queue import CeleryDispatcher
 from core.repositories import CheckpointRepository, EventRepository, MetricRepository, MetricWrite
 from core.settings import Settings
-from learners.spec import parse_spec
+from learners.admission.parse import parse_spec
 from tests import series_support
 from tests.auth_support import default_project_id
 

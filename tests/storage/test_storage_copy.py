@@ -21,7 +21,7 @@ from core.queue import CeleryDispatcher
 from core.repositories import CheckpointRepository
 from core.settings import Settings
 from core.storage import ArtifactStore, checkpoint_key, open_store, replay_key
-from learners.spec import parse_spec
+from learners.admission.parse import parse_spec
 from tests.auth_support import default_project_id
 from tests.conftest import migrated_database
 from tests.s3_support import MotoServer

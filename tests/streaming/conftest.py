@@ -23,7 +23,7 @@ from core.queue import CeleryDispatcher
 from core.settings import Settings
 from core.storage import FilesystemStore
 from core.streaming import events_channel, redis_url_of
-from learners.spec import parse_spec
+from learners.admission.parse import parse_spec
 from tests.auth_support import bearer, default_project_id, new_key
 from tests.conftest import migrated_database
 from workers.hooks import DatabaseHooks

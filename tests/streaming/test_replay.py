@@ -17,7 +17,7 @@ from core import experiments
 from core.queue import CeleryDispatcher
 from core.settings import Settings
 from core.storage import FilesystemStore
-from learners.spec import parse_spec
+from learners.admission.parse import parse_spec
 from tests.auth_support import bearer, default_project_id, new_key
 from workers.orchestration import Outcome, RunLimits, run_experiment
 

@@ -24,7 +24,7 @@ from core.repositories import MetricRepository, MetricWrite
 from core.repositories.series import SeriesRepository
 from core.settings import Settings
 from core.storage import FilesystemStore
-from learners.spec import parse_spec
+from learners.admission.parse import parse_spec
 from tests.auth_support import bearer, default_project_id, new_key
 from tests.series_support import noisy
 

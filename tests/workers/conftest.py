@@ -17,7 +17,7 @@ from core.db import make_session_factory
 from core.queue import CeleryDispatcher
 from core.settings import Settings
 from core.storage import FilesystemStore
-from learners.spec import parse_spec
+from learners.admission.parse import parse_spec
 from tests.auth_support import default_project_id
 from workers.orchestration import RunLimits
 

@@ -23,7 +23,8 @@ from learners.spec import ExperimentSpec
 pytest.importorskip("mindspore")
 
 from learners.backends import DeviceUnavailable, resolve_device  # noqa: E402
-from learners.checkpoint import load_policy, read  # noqa: E402
+from learners.checkpoint import read  # noqa: E402
+from learners.policy import load_policy  # noqa: E402
 from learners.training import train  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[3]

@@ -10,10 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from learners.checkpoint import load_policy, read, read_manifest
+from learners.checkpoint import read, read_manifest
 from learners.enums import Algorithm, Backend
-from learners.envs.catalogue import make_vec_env
+from learners.envs.factory import make_vec_env
 from learners.hooks import MemoryHooks
+from learners.policy import load_policy
 from learners.spec import ExperimentSpec
 from learners.training import train
 

@@ -29,7 +29,7 @@ def test_api_and_spec_validation_do_not_import_tensorflow() -> None:
         import sys
         import api.app
         from learners.registry import entries
-        from learners.spec import parse_spec
+        from learners.admission.parse import parse_spec
         spec = parse_spec({
             "name": "tf", "algorithm": "mappo", "backend": "tensorflow",
             "env": {"suite": "mpe", "id": "simple_spread_v3"}, "total_steps": 1000,
@@ -47,7 +47,7 @@ def test_a_torch_run_does_not_import_tensorflow(tmp_path: Path) -> None:
         """
         import sys
         from learners.hooks import MemoryHooks
-        from learners.spec import parse_spec
+        from learners.admission.parse import parse_spec
         from learners.training import train
         spec = parse_spec({
             "name": "torch", "algorithm": "ddpg", "backend": "torch",

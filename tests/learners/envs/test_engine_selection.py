@@ -9,12 +9,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from learners.admission.parse import parse_spec
 from learners.enums import EnvEngine
-from learners.envs.catalogue import make_vec_env
+from learners.envs.factory import make_vec_env
 from learners.envs.mpe import MPEVecEnv
 from learners.envs.vector.adapter import VectorVecEnv
 from learners.hooks import MemoryHooks
-from learners.spec import ExperimentSpec, SpecError, parse_spec
+from learners.spec import ExperimentSpec, SpecError
 
 
 def spec_for(env: dict[str, Any], algorithm: str = "mappo", **changes: Any) -> ExperimentSpec:

@@ -8,10 +8,10 @@ and the limit, and the estimate of the run's memory they were judged by. Two kin
   agents (total steps and layer widths are bounded by the spec's and the config's own fields).
   They keep the env a worker builds, and the update it runs, at sizes these small networks are
   made for. ``docs/api.md`` ("Limits on a spec") lists them.
-- The memory estimate (``learners.memory``): buffers, networks with their Adam state, the update's
-  working set, env copies and the framework runtime, against a per-run budget the caller passes
-  (the service's ``MARLFORGE_RUN_MEMORY_MB``). Past a bound the spec's shape is not worked out, so
-  a spec refused for its agent count gets no estimate.
+- The memory estimate (``learners.admission.memory``): buffers, networks with their Adam state,
+  the update's working set, env copies and the framework runtime, against a per-run budget the
+  caller passes (the service's ``MARLFORGE_RUN_MEMORY_MB``). Past a bound the spec's shape is not
+  worked out, so a spec refused for its agent count gets no estimate.
 
 Pure: no framework, web or database import. Working out an mpe2 scenario's sizes builds one copy
 (``learners.envs.shapes``), and only after its counts passed the bounds.
@@ -23,10 +23,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from learners.admission.memory import MemoryEstimate, estimate_memory
 from learners.enums import EnvEngine, EnvSuite
 from learners.envs.catalogue import constructor_parameters
 from learners.envs.shapes import EnvShape, env_shape
-from learners.memory import MemoryEstimate, estimate_memory
 from learners.spec import MAX_VECTOR_ENVS, EnvSpec, ExperimentSpec, FieldError
 
 MAX_AGENTS = 32

@@ -42,10 +42,9 @@ from dataclasses import dataclass
 
 from learners.allocation import F32, plan
 from learners.enums import Backend, EnvEngine, EnvSuite
-from learners.envs.catalogue import default_workers
+from learners.envs.factory import default_workers
 from learners.envs.shapes import EnvShape
-from learners.spec import ExperimentSpec
-from learners.training import MAX_EVAL_ENVS
+from learners.spec import MAX_EVAL_ENVS, ExperimentSpec
 
 MIB = 2**20
 

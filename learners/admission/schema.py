@@ -9,11 +9,11 @@ backends it is built for, the environments it trains on with the constructor arg
 (typed from the constructor's defaults, ``continuous_actions`` fixed where the algorithm needs one
 action kind), and its hyperparameters as its config class describes them.
 
-What no JSON Schema can say stays a 422 and is listed in the schema's description: rules between
-two fields (``minibatches`` at most ``rollout_length``, ``cuda`` only on a backend that can use a
-GPU...) and the per-run limits of ``learners.budget`` that depend on several fields (agents counted
-over two arguments, copies times agents, the memory estimate). Single arguments' bounds (``N`` at
-most 32...) are in the schema.
+What no JSON Schema can say stays a 422 and is listed in the schema's description: rules between two
+fields (``minibatches`` at most ``rollout_length``, ``cuda`` only on a backend that can use a
+GPU...) and the per-run limits of ``learners.admission.budget`` that depend on several fields
+(agents counted over two arguments, copies times agents, the memory estimate). Single arguments'
+bounds (``N`` at most 32...) are in the schema.
 """
 
 from __future__ import annotations
@@ -22,14 +22,10 @@ import copy
 import inspect
 from typing import Any
 
-from learners.budget import kwarg_ranges
+from learners.admission.budget import kwarg_ranges
+from learners.admission.envs import trains_on
 from learners.enums import Backend, EnvSuite
-from learners.envs.catalogue import (
-    RESERVED_KWARGS,
-    constructor_parameters,
-    env_ids,
-    trains_on,
-)
+from learners.envs.catalogue import RESERVED_KWARGS, constructor_parameters, env_ids
 from learners.registry import ActionKind, AlgorithmEntry, entries
 from learners.spec import NO_NUL, EnvSpec, SpecEnvelope
 

@@ -1,0 +1,87 @@
+"""The learners' public face: what the service (``api``, ``core``, ``workers``) may use of the
+library, in the order of a run's life. Everything else under ``learners`` is internal to it; the
+import contracts (``tests/core/test_core_layers.py``) hold the service to this module.
+
+1. Describe a run: the enums, the spec models and their errors, the algorithm catalogue, the
+   environments a spec may name.
+2. Admit it: ``parse_spec``/``parse_edit``, the env and budget checks, the memory estimate, the
+   match-fit check, the published JSON Schema.
+3. Run it: ``train`` and its hooks' metric points, ``play_match``, the backends' device lookups.
+
+Importing this module imports no deep-learning framework: a backend's framework is imported only
+when a run asks for that backend.
+"""
+
+from __future__ import annotations
+
+from learners.admission.budget import Assessment, assess, env_kwarg_errors
+from learners.admission.envs import kwarg_errors, trains_on
+from learners.admission.match_fit import fit_errors
+from learners.admission.memory import MemoryEstimate
+from learners.admission.parse import parse_edit, parse_spec
+from learners.admission.schema import spec_json_schema
+from learners.backends import GPU_BACKENDS, describe_device, gpu_names, resolve_device
+from learners.enums import Algorithm, Backend, Device, EnvEngine, EnvSuite
+from learners.envs.catalogue import MPE_TEAMS, env_ids, scenario_teams
+from learners.hooks import MetricPoint
+from learners.matches import RANDOM, play_match
+from learners.registry import ActionKind, AlgorithmEntry, entries
+from learners.replay import EXIT_NOT_INSTALLED
+from learners.spec import (
+    MAX_TAG_LENGTH,
+    NO_NUL,
+    TAG_PATTERN,
+    EnvSpec,
+    ExperimentSpec,
+    FieldError,
+    SpecEdit,
+    SpecEnvelope,
+    SpecError,
+    Text,
+    errors_from_validation,
+)
+from learners.training import train
+
+__all__ = [
+    "EXIT_NOT_INSTALLED",
+    "GPU_BACKENDS",
+    "MAX_TAG_LENGTH",
+    "MPE_TEAMS",
+    "NO_NUL",
+    "RANDOM",
+    "TAG_PATTERN",
+    "ActionKind",
+    "Algorithm",
+    "AlgorithmEntry",
+    "Assessment",
+    "Backend",
+    "Device",
+    "EnvEngine",
+    "EnvSpec",
+    "EnvSuite",
+    "ExperimentSpec",
+    "FieldError",
+    "MemoryEstimate",
+    "MetricPoint",
+    "SpecEdit",
+    "SpecEnvelope",
+    "SpecError",
+    "Text",
+    "assess",
+    "describe_device",
+    "entries",
+    "env_ids",
+    "env_kwarg_errors",
+    "errors_from_validation",
+    "fit_errors",
+    "gpu_names",
+    "kwarg_errors",
+    "parse_edit",
+    "parse_spec",
+    "play_match",
+    "resolve_device",
+    "scenario_teams",
+    "spec_json_schema",
+    "train",
+    "trains_on",
+]
