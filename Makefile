@@ -31,10 +31,11 @@ test-fast: install
 	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadgroup -m "not slow"
 
 lint: install
-	$(BIN)/ruff check api core workers learners client tests benchmarks
+	$(BIN)/ruff check marlforge api core workers learners client tests benchmarks
 
 typecheck: install
-	$(BIN)/mypy api core workers learners client
+	$(BIN)/mypy marlforge api core workers learners client
+	$(BIN)/lint-imports
 
 ## Debian's Chromium for the dashboard tests (never a downloaded browser build).
 chromium:

@@ -1,4 +1,5 @@
-"""The FastAPI application: ``uvicorn --factory api.app:create_app``; ``marlforge api`` runs it."""
+"""The FastAPI application: ``uvicorn --factory api.app:create_app``; ``marlforge api`` runs it.
+Either way the app's lifespan starts the API's background loops (``api.background``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 from sqlalchemy.orm import Session, sessionmaker
 
+from api.background import start_background_loops
 from api.deps import Services
 from api.errors import install_error_handlers
 from api.event_bus import install_event_bus
@@ -61,19 +63,33 @@ def create_app(
     session_factory: sessionmaker[Session] | None = None,
     dispatcher: Dispatcher | None = None,
     storage: ArtifactStore | None = None,
+    background: bool | None = None,
 ) -> FastAPI:
-    """The API for ``settings`` (the environment's by default); tests pass their own parts."""
+    """The API for ``settings`` (the environment's by default); tests pass their own parts.
+
+    ``background``: run the reaper, compactor, purger and sweep scheduler (``api.background``)
+    while the app is up. By default they run when the app opens its own database (as every
+    server does: ``create_app()``), and not when a test hands it a ``session_factory``, whose
+    tests drive those loops themselves; pass ``True`` to run them on given parts too."""
     settings = settings or get_settings()
     owned_engine = None
     if session_factory is None:
         owned_engine = make_engine(settings.database_url)
         session_factory = make_session_factory(owned_engine)
+    run_loops = owned_engine is not None if background is None else background
+    dispatcher = dispatcher or CeleryDispatcher(settings)
+    sessions = session_factory
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        yield
-        if owned_engine is not None:
-            owned_engine.dispose()
+        loops = start_background_loops(settings, sessions, dispatcher) if run_loops else None
+        try:
+            yield
+        finally:
+            if loops is not None:
+                loops.stop()
+            if owned_engine is not None:
+                owned_engine.dispose()
 
     app = FastAPI(
         title="MARLForge",
@@ -85,7 +101,7 @@ def create_app(
     app.state.services = Services(
         settings=settings,
         session_factory=session_factory,
-        dispatcher=dispatcher or CeleryDispatcher(settings),
+        dispatcher=dispatcher,
         storage=storage or store_for(settings),
         secret=server_secret(settings),
     )

@@ -59,7 +59,7 @@ def free_port() -> int:
 
 def marlforge() -> list[str]:
     script = Path(sys.executable).with_name("marlforge")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "core.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "marlforge"]
 
 
 @dataclass

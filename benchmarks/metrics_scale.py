@@ -102,7 +102,7 @@ def database_url(given: str | None, points: int) -> str:
 
 def cli(env: dict[str, str], *args: str) -> str:
     done = subprocess.run(
-        [sys.executable, "-m", "core.cli", *args],
+        [sys.executable, "-m", "marlforge", *args],
         cwd=ROOT, env=env, capture_output=True, text=True, check=False,
     )  # fmt: skip
     if done.returncode != 0:
@@ -211,7 +211,7 @@ def serve(env: dict[str, str], log: Path, run: Callable[[httpx.Client, int], Non
     port = free_port()
     with log.open("wb") as out:
         api = subprocess.Popen(
-            [sys.executable, "-m", "core.cli", "api", "--host", "127.0.0.1", "--port", str(port)],
+            [sys.executable, "-m", "marlforge", "api", "--host", "127.0.0.1", "--port", str(port)],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:

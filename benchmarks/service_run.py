@@ -120,7 +120,7 @@ def main() -> None:
     var_dir.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("wb") as log:
         service = subprocess.Popen(
-            [sys.executable, "-m", "core.cli", "up", "--port", str(port)],
+            [sys.executable, "-m", "marlforge", "up", "--port", str(port)],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         try:

@@ -125,7 +125,7 @@ def service_env(var_dir: Path, artifacts_url: str, endpoint: str) -> dict[str, s
 
 def cli(env: dict[str, str], *args: str) -> str:
     done = subprocess.run(
-        [sys.executable, "-m", "core.cli", *args],
+        [sys.executable, "-m", "marlforge", *args],
         cwd=ROOT, env=env, capture_output=True, text=True, check=False,
     )  # fmt: skip
     if done.returncode != 0:
@@ -172,7 +172,7 @@ def deployment(
     log = var_dir / "api.log"
     with log.open("wb") as out:
         api = subprocess.Popen(
-            [sys.executable, "-m", "core.cli", "api", "--host", "127.0.0.1", "--port", str(port)],
+            [sys.executable, "-m", "marlforge", "api", "--host", "127.0.0.1", "--port", str(port)],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     http = httpx.Client(

@@ -212,7 +212,7 @@ def start_api(settings: Settings, port: int, log: Path) -> subprocess.Popen[byte
         }
     )
     process = subprocess.Popen(
-        [sys.executable, "-m", "core.cli", "api", "--port", str(port)],
+        [sys.executable, "-m", "marlforge", "api", "--port", str(port)],
         env=env,
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,

@@ -2,11 +2,10 @@
 ``login``, ``submit``, ``ls``, ``show``, ``watch``, ``logs``, ``cancel``, ``resume``, ``download``,
 ``workers``, ``match ...`` (``client.matches``) and ``sweep ...`` (``client.sweeps``).
 
-``core.cli`` adds these parsers (``add_parsers``) and hands their arguments to ``run``. Exit codes
-(docs/client.md): 0 ok; 1 the run failed or was cancelled, or the API refused the request; 2 a
-usage error (argparse's, or a spec file that is missing or not JSON); 3 not found; 4 no
-credentials, or the server refused the key (401/403); 5 the server cannot be reached. The key is
-never printed.
+``marlforge.cli`` adds these parsers (``add_parsers``) and hands their arguments to ``run``. Exit
+codes (docs/client.md): 0 ok; 1 the run failed or was cancelled, or the API refused the request; 2 a
+usage error (argparse's, or a spec file that is missing or not JSON); 3 not found; 4 no credentials,
+or the server refused the key (401/403); 5 the server cannot be reached. The key is never printed.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from learners.envs.base import EnvInfo, Observation, Transition
-from learners.envs.vector.arrays import NUMPY, Ops
+from learners.envs.vector.arrays import NUMPY, ArrayOps
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class RolloutBuffer:
     """
 
     def __init__(
-        self, info: EnvInfo, length: int, hidden_size: int | None = None, xp: Ops = NUMPY
+        self, info: EnvInfo, length: int, hidden_size: int | None = None, xp: ArrayOps = NUMPY
     ) -> None:
         t, e, n = length, info.num_envs, info.num_agents
         discrete = info.action_kind == "discrete"

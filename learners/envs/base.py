@@ -36,7 +36,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from learners.envs.vector.arrays import NUMPY, Ops
+from learners.envs.vector.arrays import NUMPY, ArrayOps
 
 FloatArray = NDArray[np.float32]
 BoolArray = NDArray[np.bool_]
@@ -140,10 +140,10 @@ class VecEnv(Protocol):
         """Release the environments."""
 
 
-def observation_ops(env: VecEnv) -> Ops:
+def observation_ops(env: VecEnv) -> ArrayOps:
     """The array operations of ``env``'s observations: NumPy's, unless the env keeps them on a
     device (an ``observation_ops`` attribute, which only the vector engine on torch has)."""
-    ops: Ops = getattr(env, "observation_ops", NUMPY)
+    ops: ArrayOps = getattr(env, "observation_ops", NUMPY)
     return ops
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from learners.envs.base import EnvInfo, FloatArray, Observation, Transition
-from learners.envs.vector.arrays import NUMPY, Ops
+from learners.envs.vector.arrays import NUMPY, ArrayOps
 
 
 def padded_obs_mask(info: EnvInfo) -> FloatArray:
@@ -32,7 +32,7 @@ class StepBuffers:
     (``learners.envs.vector.adapter.VectorVecEnv`` with a ``device``); rewards, flags, masks and
     episode figures stay on the host either way."""
 
-    def __init__(self, info: EnvInfo, xp: Ops = NUMPY) -> None:
+    def __init__(self, info: EnvInfo, xp: ArrayOps = NUMPY) -> None:
         e, n, d = info.num_envs, info.num_agents, info.obs_dim
         avail_dim = info.action_dim if info.action_kind == "discrete" else 0
         self.xp = xp

@@ -85,7 +85,10 @@ def _fuzz(tmp_path: Path, database_url: str, phases: str) -> None:
         }
     )
     migrated = subprocess.run(
-        [sys.executable, "-m", "core.cli", "migrate"], env=env, capture_output=True, timeout=120
+        [sys.executable, "-m", "marlforge", "migrate"],
+        env=env,
+        capture_output=True,
+        timeout=120,
     )
     assert migrated.returncode == 0, migrated.stderr
     key = create_key(env, "member", project="fuzz")

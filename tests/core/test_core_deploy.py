@@ -30,9 +30,9 @@ import pytest
 import yaml
 from sqlalchemy import create_engine, inspect
 
-from core.cli import build_parser
 from core.settings import Settings
 from learners.enums import Backend
+from marlforge.cli import build_parser
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 from e2e_support import ServiceProcess, marlforge_command, service_env  # noqa: E402

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ["api", "core", "workers", "learners", "client", "tests", "benchmarks"]
+PACKAGES = ["marlforge", "api", "core", "workers", "learners", "client", "tests", "benchmarks"]
 
 
 def _ruff(*args: str) -> subprocess.CompletedProcess[str]:

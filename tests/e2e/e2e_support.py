@@ -24,7 +24,7 @@ TERMINAL = {"succeeded", "failed", "cancelled"}
 def marlforge_command() -> list[str]:
     """The installed ``marlforge`` console script (what docker-compose and ``make up`` run)."""
     script = Path(sys.executable).with_name("marlforge")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "core.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "marlforge"]
 
 
 def free_port() -> int:

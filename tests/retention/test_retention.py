@@ -20,7 +20,6 @@ from sqlalchemy import select
 from api.app import create_app
 from api.routes.metrics import DEFAULT_MAX_POINTS
 from core import experiments
-from core.cli import build_parser, cmd_compact
 from core.db import utcnow
 from core.downsample import Point, min_max
 from core.enums import EventKind, ExperimentStatus
@@ -32,6 +31,7 @@ from core.repositories.series import SeriesRepository
 from core.retention import CHART_POINTS, CompactionReport, Compactor, compact
 from core.settings import Settings
 from core.storage import ArtifactStorage
+from marlforge.cli import build_parser, cmd_compact
 from tests.auth_support import bearer, new_key
 
 pytestmark = pytest.mark.integration

@@ -24,7 +24,7 @@ def _worker(args: list[str], tmp_path: Path, **env: str) -> subprocess.Completed
     environ = {k: v for k, v in os.environ.items() if not k.startswith("MARLFORGE_")}
     environ.update({"MARLFORGE_VAR_DIR": str(tmp_path / "var"), **env})
     return subprocess.run(
-        [sys.executable, "-m", "core.cli", "worker", *args],
+        [sys.executable, "-m", "marlforge", "worker", *args],
         env=environ,
         capture_output=True,
         text=True,

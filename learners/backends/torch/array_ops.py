@@ -21,8 +21,8 @@ _DTYPES = {
 }
 
 
-class TorchOps:
-    """``Ops`` on torch tensors on ``device``."""
+class TorchArrayOps:
+    """``ArrayOps`` on torch tensors on ``device``."""
 
     float32 = torch.float32
     float64 = torch.float64

@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 from learners.envs.base import EnvInfo, Observation, Transition, episode_seed
 from learners.envs.batch import StepBuffers, as_index_array
 from learners.envs.teams import teams_of
-from learners.envs.vector.arrays import Ops
+from learners.envs.vector.arrays import ArrayOps
 from learners.envs.vector.engine import VectorMPE
 
 
@@ -69,7 +69,7 @@ class VectorVecEnv:
         if render:
             raise ValueError("the vector engine does not render; replays render on mpe2")
         self._engine = VectorMPE(env_id, kwargs, num_envs, seed, device=device)
-        self.observation_ops: Ops = self._engine.xp
+        self.observation_ops: ArrayOps = self._engine.xp
         """Where ``obs``, ``state`` and ``final_*`` live (NumPy, or torch on ``device``)."""
         self.info = engine_info(self._engine)
         self._continuous = self.info.action_kind == "continuous"

@@ -1,10 +1,15 @@
 """The array operations the vector engine's step is written in, over NumPy or over torch tensors.
 
+Not to be confused with ``learners.functional.ops.Ops``, the tensor operations the learners' losses
+are written in (with gradients, per backend): ``ArrayOps`` are NumPy-named operations on plain
+arrays, with no gradient, for stepping environments.
+
 The step (``world.py``, ``scenarios.py``, ``competitive.py``) calls NumPy-named operations on an
-``Ops`` object instead of ``np.*``, so the same code steps a batch of worlds held as NumPy arrays on
-the host or as torch tensors on any torch device (a GPU run then never copies the world back to the
-host). Each operation has NumPy's semantics in both, which tests/learners/envs/test_vector_torch.py
-holds to: from the same state under the same actions the two step to the same numbers.
+``ArrayOps`` object instead of ``np.*``, so the same code steps a batch of worlds held as NumPy
+arrays on the host or as torch tensors on any torch device (a GPU run then never copies the world
+back to the host). Each operation has NumPy's semantics in both, which
+tests/learners/envs/test_vector_torch.py holds to: from the same state under the same actions the
+two step to the same numbers.
 
 ``NUMPY`` is NumPy itself where its function already has the name (no wrapper, no overhead); torch's
 operations live in ``learners.backends.torch.array_ops`` and are imported only when a torch device
@@ -24,7 +29,7 @@ Array: TypeAlias = Any
 """A NumPy array or a torch tensor (the step code is written once for both)."""
 
 
-class Ops(Protocol):
+class ArrayOps(Protocol):
     """NumPy-named array operations with NumPy's semantics."""
 
     float32: Any
@@ -88,8 +93,8 @@ class Ops(Protocol):
         """The host indices where ``mask`` is true."""
 
 
-class NumpyOps:
-    """``Ops`` on NumPy arrays: NumPy's own functions, wrapped only where the name differs."""
+class NumpyArrayOps:
+    """``ArrayOps`` on NumPy arrays: NumPy's own functions, wrapped only where the name differs."""
 
     float32 = np.float32
     float64 = np.float64
@@ -146,25 +151,25 @@ class NumpyOps:
 
 # Cast: NumPy's and torch's own signatures are wider than the protocol's (overloads, dtypes);
 # the behaviour the engine relies on is what the parity tests hold.
-NUMPY: Ops = cast(Ops, NumpyOps())
+NUMPY: ArrayOps = cast(ArrayOps, NumpyArrayOps())
 
 
 @cache
-def torch_ops(device: str) -> Ops:
+def torch_ops(device: str) -> ArrayOps:
     """The operations on torch tensors on ``device`` (``cpu``, ``cuda``, ``cuda:1``...)."""
-    from learners.backends.torch.array_ops import TorchOps
+    from learners.backends.torch.array_ops import TorchArrayOps
 
-    return cast(Ops, TorchOps(device))
+    return cast(ArrayOps, TorchArrayOps(device))
 
 
-def ops_for(device: str | None) -> Ops:
+def ops_for(device: str | None) -> ArrayOps:
     """NumPy for ``None`` (or ``"numpy"``); torch on ``device`` otherwise."""
     if device is None or device == "numpy":
         return NUMPY
     return torch_ops(device)
 
 
-def ops_of(array: Array) -> Ops:
+def ops_of(array: Array) -> ArrayOps:
     """The operations of ``array``'s library (and, for a tensor, its device)."""
     if isinstance(array, np.ndarray):
         return NUMPY

@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 from numpy.typing import NDArray
 
-from learners.envs.vector.arrays import NUMPY, Array, Ops, ops_of
+from learners.envs.vector.arrays import NUMPY, Array, ArrayOps, ops_of
 from learners.envs.vector.world import I64, Bodies, Frame, distances, on
 
 F32 = NDArray[np.float32]
@@ -96,7 +96,7 @@ class Scenario(ABC):
     """Whether reset draws a goal landmark (before the positions, as mpe2 does)."""
     local_ratio: float | None = None
 
-    def on(self, xp: Ops) -> Scenario:
+    def on(self, xp: ArrayOps) -> Scenario:
         """This scenario with its arrays (bodies and per-scenario constants) in ``xp``'s library."""
         if xp is NUMPY:
             return self

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from numpy.typing import NDArray
 
-from learners.envs.vector.arrays import NUMPY, Array, Ops, ops_of
+from learners.envs.vector.arrays import NUMPY, Array, ArrayOps, ops_of
 
 F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
@@ -77,10 +77,10 @@ class Frame:
     """(E,) int64"""
     steps: Array
     """(E,) int64"""
-    xp: Ops = NUMPY
+    xp: ArrayOps = NUMPY
 
     @classmethod
-    def zeros(cls, agents: int, landmarks: int, copies: int, xp: Ops = NUMPY) -> Frame:
+    def zeros(cls, agents: int, landmarks: int, copies: int, xp: ArrayOps = NUMPY) -> Frame:
         """A frame of ``copies`` worlds with every body at the origin, at rest."""
         return cls(
             agent_pos=xp.zeros((agents, 2, copies), xp.float64),
@@ -92,7 +92,7 @@ class Frame:
         )
 
     @classmethod
-    def of(cls, state: WorldState, xp: Ops = NUMPY) -> Frame:
+    def of(cls, state: WorldState, xp: ArrayOps = NUMPY) -> Frame:
         """A frame holding a copy of ``state`` in ``xp``'s arrays."""
 
         def env_last(array: F64) -> Array:
@@ -193,7 +193,7 @@ class Bodies:
         return len(self.landmark_size)
 
 
-def on(bodies: Bodies, xp: Ops) -> Bodies:
+def on(bodies: Bodies, xp: ArrayOps) -> Bodies:
     """``bodies`` with its arrays in ``xp``'s library (itself for NumPy)."""
     if xp is NUMPY:
         return bodies
@@ -207,7 +207,7 @@ def on(bodies: Bodies, xp: Ops) -> Bodies:
     return moved
 
 
-def action_force(bodies: Bodies, actions: Array, continuous: bool, xp: Ops) -> Array:
+def action_force(bodies: Bodies, actions: Array, continuous: bool, xp: ArrayOps) -> Array:
     """(A, 2, E) the force each agent's action applies: mpe2's ``_set_action`` (times ``accel``).
 
     ``actions`` are (E, A) integers or (E, A, 5) in mpe2's own ``Box(0, 1, (5,))`` (clipped to it,

@@ -135,7 +135,7 @@ def _spawn(args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
     # A new session keeps the terminal's Ctrl-C away from the children: this process decides how
     # they stop. PR_SET_PDEATHSIG makes them stop too if this process is killed outright.
     return subprocess.Popen(
-        [sys.executable, "-m", "core.cli", *args],
+        [sys.executable, "-m", "marlforge", *args],
         env=env,
         start_new_session=True,
         preexec_fn=_die_with_parent,

@@ -8,7 +8,7 @@
 - ``marlforge worker-health``: exit 0 when the worker is healthy (its heartbeat file is
   fresh: ``workers.health``), else 1; a container's health check.
 - ``marlforge up``: the laptop mode: migrate, then run the API and one worker for every backend as
-  child processes (``core.localstack``: a child that dies is started again, and a dead worker's
+  child processes (``marlforge.localstack``: a child that dies is started again, and a dead worker's
   runs resume on the new one) until Ctrl-C or SIGTERM, which stops both (the worker checkpoints
   its run first and puts it back in the queue, so the next ``up`` continues it). It prints a
   one-time URL that signs the dashboard in as the local admin key (kept in ``<var>/admin.key``).
@@ -22,19 +22,19 @@
 - ``marlforge login``, ``submit``, ``ls``, ``show``, ``watch``, ``logs``, ``cancel``, ``resume``,
   ``download``: a researcher's verbs over the REST API (``client.cli``, docs/client.md).
 
-This module is the composition root: it names the API and the worker by import string, so ``core``
-itself never imports ``api`` or ``workers``.
+This module is the composition root: the one place that imports ``api``, ``workers``, ``core`` and
+``client`` together (each imported where its command needs it, so a client verb starts without the
+server's packages).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -64,53 +64,23 @@ def cmd_migrate(settings: Settings, revision: str) -> int:
 
 
 def cmd_api(settings: Settings, host: str, port: int) -> int:
-    """Serve the API in this process until SIGINT/SIGTERM, and reap lapsed leases beside it
-    (``core.leases``: a run whose worker was lost is restarted from its latest checkpoint) and
-    compact the runs whose retention has passed (``core.retention``), forget idempotency keys
-    older than a day (``core.idempotency``) and start sweeps' pending runs as slots free up
-    (``core.sweeps.scheduler``)."""
+    """Serve the API in this process until SIGINT/SIGTERM; the app's lifespan runs its
+    background loops beside it (``api.background``: the reaper, compactor, purger and sweep
+    scheduler)."""
     import uvicorn
 
-    from core.db import make_engine, make_session_factory
-    from core.idempotency import Purger
-    from core.leases import Reaper
-    from core.queue import CeleryDispatcher
-    from core.retention import Compactor
-    from core.sweeps.scheduler import SweepScheduler
+    from api.app import create_app
 
-    engine = make_engine(settings.database_url)
-    reaper = Reaper(
-        make_session_factory(engine),
-        CeleryDispatcher(settings),
-        settings.lease_ttl_s,
-        settings.reaper_interval_s,
-    ).start()
-    compactor = Compactor(make_session_factory(engine), settings).start()
-    purger = Purger(make_session_factory(engine)).start()
-    sweeps = SweepScheduler(
-        make_session_factory(engine),
-        CeleryDispatcher(settings),
-        settings.project_max_active_runs,
-        settings.sweep_interval_s,
-    ).start()
-    try:
-        uvicorn.run(
-            "api.app:create_app",
-            factory=True,
-            host=host,
-            port=port,
-            log_level=settings.log_level.lower(),
-            access_log=False,
-            # Event streams never end by themselves: on shutdown, give other requests this long,
-            # then close the streams (their clients reconnect elsewhere with Last-Event-ID).
-            timeout_graceful_shutdown=10,
-        )
-    finally:
-        sweeps.stop()
-        purger.stop()
-        compactor.stop()
-        reaper.stop()
-        engine.dispose()
+    uvicorn.run(
+        create_app(settings),
+        host=host,
+        port=port,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        # Event streams never end by themselves: on shutdown, give other requests this long,
+        # then close the streams (their clients reconnect elsewhere with Last-Event-ID).
+        timeout_graceful_shutdown=10,
+    )
     return 0
 
 
@@ -181,22 +151,22 @@ def cmd_worker(settings: Settings, backends: Sequence[Backend], gpu: bool) -> in
     """Consume the backends' queues in this process until SIGINT/SIGTERM; with ``gpu`` (or
     ``MARLFORGE_WORKER_GPU``) their GPU queues first, after checking that the host has a GPU
     (``workers.launch``)."""
-    main: Callable[[Settings, Sequence[Backend], bool], int] = importlib.import_module(
-        "workers.launch"
-    ).main
+    from workers.launch import main
+
     return main(settings, backends, gpu or settings.worker_gpu)
 
 
 def cmd_worker_health(settings: Settings) -> int:
     """0 when the worker's heartbeat file is fresh, else 1 (``workers.health``)."""
-    main: Callable[[Settings], int] = importlib.import_module("workers.health").main
+    from workers.health import main
+
     return main(settings)
 
 
 def cmd_up(settings: Settings, host: str, port: int) -> int:
     """Migrate, start the API and one worker, and stop both on Ctrl-C/SIGTERM."""
     from core.auth import cli as keys_cli
-    from core.localstack import LocalStack
+    from marlforge.localstack import LocalStack
 
     settings.var_dir.mkdir(parents=True, exist_ok=True)
     cmd_migrate(settings, "head")
