@@ -1,1 +1,2 @@
-"""Celery workers: a thin task per job, and the plain-Python orchestration it calls."""
+"""Celery workers: a thin task per job (``tasks``), and the plain Python it calls: a training run
+(``runs``) or a match (``matches``), siblings over shared pieces (``outcome``, ``supervisor``)."""

@@ -27,8 +27,8 @@ from core.models import Checkpoint, Match
 from core.repositories.matches import MatchRepository
 from core.settings import get_settings
 from core.storage import ArtifactStore, StoreError, verified_copy
-from workers.orchestration import Outcome, RunLimits
-from workers.supervisor import Ending, Guards, supervise
+from workers.outcome import Outcome, RunLimits
+from workers.supervisor import Ending, supervise
 from workers.threads import limit_threads
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ def play(
         result = supervise(
             play_in_child,
             job,
-            Guards(limits.poll_interval_s, limits.memory_mb, limits.cancel_grace_s),
+            limits.guards(),
             cancel_requested=lambda: False,
             shutdown_requested=shutdown_requested,
             name=f"match-{match_id}",

@@ -14,7 +14,7 @@ starts ``target(job, stop_requested)`` in a child process and polls, every ``pol
 - ``still_held()`` (the job's lease, renewed by the call): False means the job is no longer this
   process's to run (given to someone else), and the tree is killed at once (``LOST``). The caller
   decides what counts: the worker answers True while a run its own child has just ended waits to
-  report (``workers.orchestration._Lease``).
+  report (``workers.runs.lease.Lease``).
 
 A child that ends without returning (a segfault, the kernel's OOM killer) gives ``DIED`` with its
 exit code or signal; one whose target raised gives ``RAISED`` with the error. The caller decides

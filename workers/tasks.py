@@ -1,8 +1,7 @@
 """The Celery tasks: take an experiment (or match) id, run (or play) it, tell the broker how it
 went.
 
-Everything else is in ``workers.orchestration`` and ``workers.matches``, which tests call without
-a broker.
+Everything else is in ``workers.runs`` and ``workers.matches``, which tests call without a broker.
 """
 
 from __future__ import annotations
@@ -26,8 +25,9 @@ from core.storage import ArtifactStore, store_for
 from core.streaming import publish_after_commit, publisher_for
 from workers import matches
 from workers.app import app
-from workers.orchestration import Outcome, RunLimits, run_experiment
+from workers.outcome import Outcome, RunLimits
 from workers.registry import worker_id
+from workers.runs.job import run_experiment
 
 log = logging.getLogger(__name__)
 

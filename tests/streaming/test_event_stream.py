@@ -21,7 +21,8 @@ from core.settings import Settings
 from core.storage import FilesystemStore
 from learners.admission.parse import parse_spec
 from tests.auth_support import default_project_id
-from workers.orchestration import RunLimits, run_experiment
+from workers.outcome import RunLimits
+from workers.runs.job import run_experiment
 
 S = ExperimentStatus
 pytestmark = pytest.mark.integration

@@ -19,7 +19,8 @@ from core.settings import Settings
 from core.storage import FilesystemStore
 from learners.admission.parse import parse_spec
 from tests.auth_support import bearer, default_project_id, new_key
-from workers.orchestration import Outcome, RunLimits, run_experiment
+from workers.outcome import Outcome, RunLimits
+from workers.runs.job import run_experiment
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -1,4 +1,4 @@
-"""Worker tests: the orchestration and its hooks on the session's PostgreSQL database, with real
+"""Worker tests: the run job and its hooks on the session's PostgreSQL database, with real
 commits (a job commits as it goes, exactly as in production), real artifact files and, where a run
 trains, the real learner with a tiny budget."""
 
@@ -19,7 +19,7 @@ from core.settings import Settings
 from core.storage import FilesystemStore
 from learners.admission.parse import parse_spec
 from tests.auth_support import default_project_id
-from workers.orchestration import RunLimits
+from workers.outcome import RunLimits
 
 
 @pytest.fixture(autouse=True, scope="session")

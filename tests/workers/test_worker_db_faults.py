@@ -19,7 +19,8 @@ from core.db import make_engine, make_session_factory
 from core.enums import ExperimentStatus
 from core.models import Experiment, ExperimentEvent, MetricPointRow
 from core.storage import FilesystemStore
-from workers.orchestration import Outcome, RunLimits, run_experiment
+from workers.outcome import Outcome, RunLimits
+from workers.runs.job import run_experiment
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 

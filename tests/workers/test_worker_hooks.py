@@ -23,7 +23,7 @@ from core.storage.s3 import S3Store
 from learners.hooks import MetricPoint
 from tests.s3_support import MotoServer, free_port
 from workers.hooks import ArtifactWriteError, DatabaseHooks, StopCause
-from workers.orchestration import _prepare_resume
+from workers.runs.resume import prepare_resume
 
 pytestmark = pytest.mark.integration
 
@@ -354,7 +354,7 @@ def test_the_best_survives_a_resume_and_is_replaced_only_by_a_better_one(
         _eval_then_checkpoint(first, step, value)
 
     second = _hooks(experiment_id, session_factory, storage, keep_last=1)
-    copy = _prepare_resume(experiment_id, session_factory, storage, second, tmp_path / "c.ckpt")
+    copy = prepare_resume(experiment_id, session_factory, storage, second, tmp_path / "c.ckpt")
     assert copy is not None and copy.read_bytes() == b"state at 300"
     for step, value in [(400, -30.0), (500, -90.0)]:
         _eval_then_checkpoint(second, step, value)

@@ -19,7 +19,8 @@ from core.queue import CeleryDispatcher
 from core.storage import FilesystemStore
 from tests.auth_support import default_project_id
 from workers.matches import play
-from workers.orchestration import Outcome, RunLimits, run_experiment
+from workers.outcome import Outcome, RunLimits
+from workers.runs.job import run_experiment
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

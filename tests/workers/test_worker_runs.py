@@ -30,8 +30,9 @@ from core.queue import CeleryDispatcher
 from core.repositories import CheckpointRepository, MetricRepository
 from core.storage import FilesystemStore, StoredObject
 from tests.divergence_support import DIVERGING_PPO
-from workers import orchestration
-from workers.orchestration import Outcome, RunJob, RunLimits, run_experiment
+from workers.outcome import Outcome, RunLimits
+from workers.runs import job as run_job
+from workers.runs.job import RunJob, run_experiment
 
 S = ExperimentStatus
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
@@ -263,7 +264,7 @@ def test_a_run_that_releases_its_lease_and_reports_late_is_not_taken_for_lost(
     # and its worker, renewing in between, read the ended lease as the run taken over, killed the
     # process and acknowledged the message: a queued run with no message left to start it.
     experiment_id = submit(tiny_spec())
-    monkeypatch.setattr(orchestration, "train_claimed", _requeue_then_report_late)
+    monkeypatch.setattr(run_job, "train_claimed", _requeue_then_report_late)
 
     outcome = run_experiment(experiment_id, session_factory, storage, limits)
 

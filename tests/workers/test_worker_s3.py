@@ -30,7 +30,8 @@ from core.storage import ObjectCorrupt
 from core.storage.s3 import S3Store
 from tests.auth_support import bearer, new_key
 from tests.s3_support import MotoServer
-from workers.orchestration import Outcome, RunLimits, run_experiment
+from workers.outcome import Outcome, RunLimits
+from workers.runs.job import run_experiment
 
 S = ExperimentStatus
 pytestmark = [pytest.mark.slow, pytest.mark.integration]

@@ -25,7 +25,8 @@ from core.enums import ExperimentStatus
 from core.models import Checkpoint, Experiment, MetricPointRow
 from core.storage import FilesystemStore
 from tests.conftest import ON_CI
-from workers.orchestration import Outcome, RunLimits, run_experiment
+from workers.outcome import Outcome, RunLimits
+from workers.runs.job import run_experiment
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 

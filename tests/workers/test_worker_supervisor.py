@@ -25,7 +25,8 @@ from core import experiments
 from core.enums import EventKind, ExperimentStatus
 from core.models import Checkpoint, Experiment, ExperimentEvent, MetricPointRow
 from core.storage import FilesystemStore
-from workers.orchestration import Outcome, RunLimits, run_experiment
+from workers.outcome import Outcome, RunLimits
+from workers.runs.job import run_experiment
 from workers.supervisor import Ending, Guards, supervise
 
 S = ExperimentStatus
