@@ -4,7 +4,7 @@ Its configuration (queues, late acknowledgement, prefetch of one, visibility tim
 ``core.queue`` so that the API, which only sends, and the workers agree on it. When a worker starts
 it caps the frameworks' CPU threads (``workers.threads``), before any job imports one; once its
 consumer is ready it keeps a heartbeat file fresh for ``marlforge worker-health``
-(``workers.health``) and its rows in the registry of workers fresh (``workers.registry``).
+(``workers.health``) and its rows in the registry of workers fresh (``workers.presence``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from celery.signals import (
 
 from core.queue import CeleryDispatcher, make_celery
 from core.settings import get_settings
-from workers import health, registry
+from workers import health, presence
 from workers.threads import THREAD_VARIABLES, limit_threads
 from workers.watchdog import Watchdog, queue_lengths
 
@@ -110,25 +110,25 @@ def _stop_heartbeat(**_: Any) -> None:
         heartbeat.stop()
 
 
-# The registry of workers (workers.registry): this worker's rows, from the queues it consumes (in
+# The registry of workers (workers.presence): this worker's rows, from the queues it consumes (in
 # the order it reads them), written once its consumer is ready and deleted when it shuts down.
-_presences: list[registry.Presence] = []
+_presences: list[presence.Presence] = []
 
 
 @worker_ready.connect  # type: ignore[untyped-decorator]
 def _register(sender: Any, **_: Any) -> None:
     settings = get_settings()
     queues = list(sender.app.amqp.queues.consume_from)
-    presence = registry.presence_for(settings, queues)
-    _presences.append(presence.start())
+    mine = presence.presence_for(settings, queues)
+    _presences.append(mine.start())
     log.info(
         "registered as worker %s (%s)",
-        registry.worker_id(),
-        ", ".join(f"{row.backend}: {row.resource_class}" for row in presence.rows),
+        presence.worker_id(),
+        ", ".join(f"{row.backend}: {row.resource_class}" for row in mine.rows),
     )
 
 
 @worker_shutting_down.connect  # type: ignore[untyped-decorator]
 def _unregister(**_: Any) -> None:
-    for presence in _presences:
-        presence.stop()
+    for mine in _presences:
+        mine.stop()

@@ -53,10 +53,10 @@ def main(settings: Settings, backends: Sequence[Backend], gpu: bool) -> int:
             return REFUSED_EXIT_CODE
         found = "; ".join(f"{b}: {', '.join(names)}" for b, names in gpus.items())
         log.info("GPU worker; the GPUs its backends see: %s", found)
-    from workers import registry
+    from workers import presence
     from workers.app import app
 
-    registry.announce(gpus)
+    presence.announce(gpus)
     if gpu:
         options = dict(app.conf.broker_transport_options or {})
         app.conf.broker_transport_options = {**options, "queue_order_strategy": "priority"}

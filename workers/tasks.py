@@ -26,7 +26,7 @@ from core.streaming import publish_after_commit, publisher_for
 from workers import matches
 from workers.app import app
 from workers.outcome import Outcome, RunLimits
-from workers.registry import worker_id
+from workers.presence import worker_id
 from workers.runs.job import run_experiment
 
 log = logging.getLogger(__name__)

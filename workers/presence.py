@@ -1,5 +1,5 @@
-"""This worker in the registry of workers (``core.registry``): its rows written when its consumer is
-ready, refreshed on a heartbeat, deleted when it shuts down.
+"""This worker's presence in the registry of workers (``core.registry``): its rows written when
+its consumer is ready, refreshed on a heartbeat, deleted when it shuts down.
 
 The rows say what the worker consumes (read from its queues) and, for a GPU worker, the GPUs it
 found when it started (``workers.launch`` hands them over with ``announce``). A database that does
