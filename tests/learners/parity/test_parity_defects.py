@@ -1,4 +1,4 @@
-"""The reference library's known defects (``/work/shared/seeds/README.md``), held off in every
+"""The reference library's known defects (``docs/reference-defects.md``), held off in every
 registered backend: each test fails if its defect comes back in any learner, PyTorch included.
 
 - 1, 2, 3 (loss scale), 4: the PPO stats equal the oracle's and are far from what the defective
