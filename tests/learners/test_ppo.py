@@ -288,7 +288,7 @@ def test_a_state_shared_by_the_agents_is_encoded_agent_major() -> None:
     """MAPPO's shared critic takes the state once, with a size-1 agent axis, and adds each agent's
     id columns by broadcasting: the sum must come out in the ordinary (agent-major) layout, not the
     transposed id view's, or every later layer and its backward run on strided memory (a tenth
-    of MAPPO's update; docs/learners.md, "A memory layout that cost MAPPO a tenth")."""
+    of MAPPO's update; docs/results/2026-11-28-mappo-memory-layout.md)."""
     from learners.backends.torch.agent_nets import AgentMLP
 
     net = AgentMLP(5, (8, 8), 2, 3, shared=True, activation="relu", rnn_hidden_size=None)
