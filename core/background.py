@@ -1,6 +1,6 @@
 """Work a process does beside its main job, on a timer: a daemon thread per job (the API's
 reaper, compactor and schedulers beside its requests; a worker's registry heartbeat,
-``workers.registry``).
+``workers.presence``).
 
 ``Periodic`` calls ``work`` after ``first_delay_s`` and then every ``interval_s`` (or after the
 delay ``work`` returns) until ``stop``. A pass that fails, the database down included, is logged

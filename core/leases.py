@@ -2,7 +2,7 @@
 
 A worker that claims a run holds a **lease** on it: its identity (``worker_id``), the time of its
 last heartbeat and when the hold lapses (``lease_expires_at``). The worker renews the lease every
-poll interval while the run's process lives (``workers.orchestration``); a renewal that finds
+poll interval while the run's process lives (``workers.runs.lease``); a renewal that finds
 another worker holding the run tells the worker that the run was taken from it, and it stops the
 run's process at once. One that finds nobody holding it (``Hold.RELEASED``: the run's own process
 has just recorded its end, or the run was moved on) waits for the process to report, up to the

@@ -34,7 +34,7 @@ from core.storage import (
     UploadFailed,
     checkpoint_key,
 )
-from learners.hooks import MetricPoint
+from learners.api import MetricPoint
 
 EVAL_RETURN = "eval/episode_return"
 """The metric a checkpoint is ranked by (``learners.runners.base.evaluate``: the greedy mean)."""

@@ -25,8 +25,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 from core.queue import worker_queues
 from core.settings import Settings
-from learners.backends import GPU_BACKENDS, gpu_names
-from learners.enums import Backend
+from learners.api import GPU_BACKENDS, Backend, gpu_names
 
 log = logging.getLogger(__name__)
 

@@ -98,8 +98,8 @@ def play(
 
 def play_in_child(job: MatchJob, stop_requested: Callable[[], bool]) -> dict[str, Any]:
     """In the match's own process: play it and return the result as JSON."""
-    from learners.matches import RANDOM as RANDOM_POLICY
-    from learners.matches import play_match
+    from learners.api import RANDOM as RANDOM_POLICY
+    from learners.api import play_match
 
     limit_threads(get_settings().worker_threads)
     teams: dict[str, Any] = {

@@ -22,7 +22,7 @@ from core import leases, registry
 from core.background import Periodic
 from core.db import make_engine, make_session_factory, utcnow
 from core.settings import Settings, get_settings
-from learners.enums import Backend
+from learners.api import Backend
 
 log = logging.getLogger(__name__)
 

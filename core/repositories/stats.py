@@ -23,7 +23,7 @@ LOST_WORKER_REASON = "worker % lost at step %"
 
 FAILURE_REASONS: tuple[tuple[FailureClass, str], ...] = (
     (FailureClass.LOST_WORKER, LOST_WORKER_REASON),
-    # workers.orchestration, for a run its worker stopped or whose process died.
+    # workers.runs.held, for a run its worker stopped or whose process died.
     (FailureClass.OVER_MEMORY, "%above its memory budget%"),
     (FailureClass.TIME_LIMIT, "%exceeded the time limit%"),
     (FailureClass.PROCESS_DIED, "%process died%"),

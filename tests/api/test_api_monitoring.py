@@ -29,7 +29,7 @@ pytestmark = pytest.mark.integration
 S = ExperimentStatus
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
-# The reasons the service writes when a run fails (workers.orchestration, core.experiments), and
+# The reasons the service writes when a run fails (workers.runs, core.experiments), and
 # the class each must count under.
 FAILURES = [
     (

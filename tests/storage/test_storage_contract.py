@@ -177,7 +177,7 @@ def test_keys_cannot_leave_the_store(store: ArtifactStore) -> None:
 
 
 def test_a_store_reopens_from_a_pickle_in_another_process(store: ArtifactStore) -> None:
-    # A run's process receives the store pickled (``workers.orchestration.RunJob``).
+    # A run's process receives the store pickled (``workers.runs.job.RunJob``).
     _put(store, KEY, b"weights")
 
     again: ArtifactStore = pickle.loads(pickle.dumps(store))

@@ -1,8 +1,9 @@
 """The guards around a run's process (``workers.supervisor`` through ``run_experiment``), with real
 child processes, real training and the session's PostgreSQL database.
 
-Every spec here stays within the limits a submission is held to (``learners.budget``): the point of
-the guards is that a spec judged fine can still outgrow its memory or stop reading its status.
+Every spec here stays within the limits a submission is held to (``learners.admission.budget``):
+the point of the guards is that a spec judged fine can still outgrow its memory or stop reading
+its status.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from core.enums import EventKind, ExperimentStatus
 from core.lifecycle import transition
 from core.models import Experiment
 from core.repositories import EventRepository, ExperimentRepository
-from learners.spec import ExperimentSpec
+from learners.api import ExperimentSpec
 from workers.hooks import DatabaseHooks, StopCause
 from workers.outcome import Outcome, RunLimits
 from workers.supervisor import Ending, Supervised
@@ -56,7 +56,7 @@ class HeldRun:
         """Record on the run the device it computes on here, as ``train`` resolves it in this
         process (a ``cuda`` run on a worker without a GPU raises ``DeviceUnavailable``, which
         fails it)."""
-        from learners.backends import describe_device, resolve_device
+        from learners.api import describe_device, resolve_device
 
         device = describe_device(spec.backend, resolve_device(spec.backend, spec.device))
 

@@ -30,7 +30,7 @@ from core.repositories import ExperimentRepository
 from core.settings import get_settings
 from core.storage import ArtifactStore
 from core.streaming import publish_after_commit, publisher_for
-from learners.spec import ExperimentSpec
+from learners.api import ExperimentSpec
 from workers.hooks import DatabaseHooks
 from workers.outcome import Outcome, RunLimits
 from workers.runs.held import HeldRun
@@ -123,7 +123,7 @@ def _train(
     hooks.step = retry_transient(run.step, "reading the run's step")
     copy = resume_copy(storage, experiment_id)
     try:
-        from learners.training import train
+        from learners.api import train
 
         run.record_device(spec)
         resume_from = prepare_resume(experiment_id, session_factory, storage, hooks, copy)
