@@ -38,7 +38,7 @@ def test_submit_stores_the_full_spec_and_queues_it_after_commit(
     body = response.json()
     assert body["status"] == "queued"
     assert response.headers["location"] == f"/v1/experiments/{body['id']}"
-    assert body["progress"] == {"step": 0, "total_steps": 20000, "fraction": 0.0}
+    assert body["progress"] == {"step": 0, "total_steps": 6000, "fraction": 0.0}
     # The stored spec is the whole ExperimentSpec with every default filled in.
     assert body["spec"] == parse_spec(example_spec).model_dump(mode="json")
     assert body["spec"]["hyperparameters"]["gamma"] == 0.99
