@@ -13,23 +13,8 @@ The parts, each in MiB and each with the spec field that sizes it (what a refusa
 - the runtime: the framework's own.
 
 ``learners.allocation`` works out the arrays and parameters; what a framework makes of them is
-measured (``BACKENDS``). Peak RSS (getrusage) of short CPU runs that fill their buffers, against
-the estimate, in MiB; the MPE runs on simple_spread_v3 with N=16 unless named. ``BACKENDS`` was
-fitted to these runs, so they check the fit more than the model; the IPPO and WQMIX 4k rows came
-after the fit, and MindSpore's runtime was raised from 700 to 1,000 for them (it had been 16% and
-9% under):
-
-| run                                        | PyTorch     | TensorFlow  | MindSpore   |
-|--------------------------------------------|-------------|-------------|-------------|
-| MADDPG, 32 copies, 10k-row replay          | 716 / 850   |             |             |
-| MADDPG, 32 copies, 2k-row replay           | 599 / 749   | 831 / 1005  | 942 / 1311  |
-| WQMIX, 32 copies, 10k-row replay           | 707 / 843   |             |             |
-| WQMIX, 32 copies, 4k-row replay            | 554 / 697   | 814 / 992   | 1133 / 1330 |
-| WQMIX recurrent, N=8, 200 episodes         | 572 / 835   |             |             |
-| MAPPO, 16 copies x 250 steps, 1 minibatch  | 1013 / 1081 | 1837 / 2008 | 3819 / 4531 |
-| MAPPO, likewise, 4 minibatches             |             |             | 3220 / 3663 |
-| IPPO, simple_tag 8+8 agents, 16 x 200      | 661 / 690   | 867 / 958   | 1539 / 1591 |
-| DDPG, HalfCheetah, 2048x2048 networks      | 701 / 745   | 1037 / 1132 | 1415 / 1821 |
+measured (``BACKENDS``), fitted to the peak RSS of short CPU runs that fill their buffers
+(docs/results/2026-11-25-memory-estimate.md has the runs against the estimate).
 
 Not counted: a GPU's memory, and the host memory a CUDA context maps (some hundreds of MiB more
 on a worker with a GPU); while a resumed run loads its checkpoint, the checkpoint's copy (buffer
