@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -23,6 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from core.db import is_transient
 from core.errors import BrokerUnavailable, Conflict, NotFound, QuotaExceeded, ServiceError
 from core.ids import is_id
+from learners.api import SpecError
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,17 @@ class ApiError(Exception):
         self.status_code = status_code
         self.detail = ErrorDetail(code=code, message=message, fields=list(fields))
         self.headers = headers
+
+
+@contextmanager
+def refused_as(code: str, what: str) -> Iterator[None]:
+    """Inside the block, a ``SpecError`` (a spec, an edit, a match or a sweep that cannot run)
+    becomes a 422 with ``code``, saying ``what`` is invalid and naming every field at fault."""
+    try:
+        yield
+    except SpecError as exc:
+        fields = [FieldProblem(field=e.field, reason=e.reason) for e in exc.errors]
+        raise ApiError(422, code, f"{what} is invalid: {exc}", fields) from None
 
 
 _SERVICE_STATUS: dict[type[ServiceError], int] = {

@@ -18,7 +18,7 @@ from api.deps import (
     json_body,
     json_request_body,
 )
-from api.errors import ApiError, FieldProblem, check_cursor, error_responses
+from api.errors import check_cursor, error_responses, refused_as
 from api.idempotency import IdempotencyKeyHeader
 from api.schemas import ExperimentOut, ExperimentPage
 from core import experiments as service
@@ -34,7 +34,6 @@ from learners.api import (
     TAG_PATTERN,
     Algorithm,
     Backend,
-    SpecError,
     parse_edit,
     parse_spec,
 )
@@ -78,12 +77,9 @@ def create_experiment(
     )
     if existing is not None:
         return _created(session, services, service.get(session, existing), response, replayed=True)
-    try:
+    with refused_as("invalid_spec", "the spec"):
         spec = parse_spec(body)
         check_spec_bounds(spec, services.settings)
-    except SpecError as exc:
-        fields = [FieldProblem(field=e.field, reason=e.reason) for e in exc.errors]
-        raise ApiError(422, "invalid_spec", f"the spec is invalid: {exc}", fields) from None
     check_project_limits(session, principal.project_id, services.settings)
     actor = actor_of(principal)
     if claim is None:
@@ -204,11 +200,8 @@ def edit_experiment(
     services: ServicesDep,
     principal: PrincipalDep,
 ) -> ExperimentOut:
-    try:
+    with refused_as("invalid_request", "the edit"):
         changes = parse_edit(body)
-    except SpecError as exc:
-        fields = [FieldProblem(field=e.field, reason=e.reason) for e in exc.errors]
-        raise ApiError(422, "invalid_request", f"the edit is invalid: {exc}", fields) from None
     edited = service.edit(session, experiment_id, changes, actor_of(principal))
     return one(session, services, edited)
 

@@ -14,13 +14,13 @@ from pydantic import BaseModel, Field
 from api.auth import PrincipalDep, project_router
 from api.deps import PageAfter, PageLimit, ServicesDep, SessionDep, json_body, json_request_body
 from api.downloads import whole_object
-from api.errors import ApiError, FieldProblem, check_cursor, error_responses
+from api.errors import ApiError, check_cursor, error_responses, refused_as
 from core import matches as service
 from core.enums import MatchStatus
 from core.ids import is_id
 from core.models import Match
 from core.repositories.matches import MatchRepository
-from learners.api import Backend, EnvSuite, SpecError, scenario_teams
+from learners.api import Backend, EnvSuite, scenario_teams
 
 router = project_router("/v1/matches", ["matches"])
 
@@ -148,14 +148,11 @@ def create_match(
     principal: PrincipalDep,
     response: Response,
 ) -> MatchOut:
-    try:
+    with refused_as("invalid_match", "the match"):
         spec = service.parse_match(body)
         match = service.submit(
             session, services.dispatcher, spec, principal.project_id, principal.key_id
         )
-    except SpecError as exc:
-        fields = [FieldProblem(field=e.field, reason=e.reason) for e in exc.errors]
-        raise ApiError(422, "invalid_match", f"the match is invalid: {exc}", fields) from None
     response.headers["location"] = f"/v1/matches/{match.id}"
     return MatchOut.of(match)
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from api import idempotency as idempotent
 from api.auth import PrincipalDep, project_router
 from api.deps import PageAfter, PageLimit, ServicesDep, SessionDep, json_body, json_request_body
-from api.errors import ApiError, FieldProblem, check_cursor, error_responses
+from api.errors import ApiError, check_cursor, error_responses, refused_as
 from api.idempotency import IdempotencyKeyHeader
 from api.routes.experiments import actor_of
 from api.schemas import Progress
@@ -200,7 +200,7 @@ def create_sweep(
     )
     if existing is not None:
         return _created(session, service.get(session, existing), response, replayed=True)
-    try:
+    with refused_as("invalid_sweep", "the sweep"):
         spec = space.parse_sweep(body)
         _check_size(spec, services.settings.sweep_max_runs)
 
@@ -208,9 +208,6 @@ def create_sweep(
             check_spec_bounds(child, services.settings)
 
         expansion = space.expand(spec, bounds)
-    except SpecError as exc:
-        fields = [FieldProblem(field=e.field, reason=e.reason) for e in exc.errors]
-        raise ApiError(422, "invalid_sweep", f"the sweep is invalid: {exc}", fields) from None
     check_project_limits(session, principal.project_id, services.settings, needs_slot=False)
     actor = actor_of(principal)
     if claim is None:
