@@ -94,7 +94,8 @@ def _built(module: str, name: str, *backends: Backend) -> dict[Backend, str]:
 
 
 _MPE_ENVS = 8
-"""The parallel envs every MPE table of docs/algorithms.md was measured with."""
+"""The parallel envs the MPE studies behind the defaults were measured with
+(docs/results/2026-11-27-fresh-seed-targets.md summarises them)."""
 
 _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
     Algorithm.DDPG: AlgorithmEntry(

@@ -58,8 +58,8 @@ def _resume(ctx: RunContext, path: Path) -> None:
 
 # From about this many copies the vector engine steps faster on a GPU than NumPy on one host
 # thread: an estimate between the H200's bare-stepping figures (0.19x NumPy's rate at 256 copies,
-# 1.77x at 4,096; docs/learners.md), not a measured crossing. Below it, a GPU run steps its env on
-# the host and copies the observations over.
+# 1.77x at 4,096; docs/results/2026-11-26-vector-engine-h200.md), not a measured crossing. Below
+# it, a GPU run steps its env on the host and copies the observations over.
 DEVICE_ENV_MIN_COPIES = 2048
 
 

@@ -43,9 +43,10 @@ class EnvironmentOut(BaseModel):
     )
     env_defaults: dict[str, Any] = Field(
         description="What a spec on this env gets for `env.num_envs` and `env.kwargs` entries it "
-        "leaves out: the settings the algorithm's results in docs/algorithms.md were measured "
-        'with (e.g. `{"num_envs": 8, "kwargs": {"continuous_actions": true}}` for MADDPG '
-        "on MPE); `num_envs` is 1 where absent."
+        "leaves out: the settings the algorithm's results were measured with "
+        "(docs/results/2026-11-27-fresh-seed-targets.md summarises them; e.g. "
+        '`{"num_envs": 8, "kwargs": {"continuous_actions": true}}` for MADDPG on MPE); '
+        "`num_envs` is 1 where absent."
     )
 
 

@@ -53,7 +53,8 @@ if TYPE_CHECKING:
 # near -50); 1e-3 collapsed fewer of the runs tried, not none. The discount: MPE episodes end only
 # by time limit and bootstrap there, so gamma sets the horizon the critic predicts; 0.95
 # (MADDPG's) took MAPPO's 1M-step mean over seeds 0-2 from -18.5 to -17.6 and IPPO's from -18.1
-# to -17.3; 0.9 moved MAPPO's 2M-step mean by 0.3 (docs/algorithms.md has the figures).
+# to -17.3; 0.9 moved MAPPO's 2M-step mean by 0.3 (docs/algorithms.md, "How the MPE defaults were
+# chosen", links the studies with their figures).
 _MPE_DEFAULTS: Mapping[str, Any] = {
     "gamma": 0.95,
     "rollout_length": 100,

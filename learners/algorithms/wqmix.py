@@ -44,7 +44,8 @@ _MPE_DEFAULTS: Mapping[str, Any] = {
     # MPE's episodes end only by time limit and bootstrap there, so the discount sets the horizon:
     # 0.95 with 256-transition batches reached -15.9 on simple_spread_v3 at 200k env steps where
     # 0.99 with 128 was at -19.2 (seed 0), and 0.9 took the means over three seeds at 1M from
-    # -15.0 to -11.8 (CW) and from -12.7 to -10.4 (OW) (docs/algorithms.md, "Longer budgets").
+    # -15.0 to -11.8 (CW) and from -12.7 to -10.4 (OW) (docs/results/2026-11-22-longer-budgets.md
+    # and docs/results/2026-11-22-wqmix-discount-09.md).
     "gamma": 0.9,
     "batch_size": 256,
 }

@@ -12,11 +12,12 @@ from learners.enums import EnvEngine, EnvSuite
 from learners.envs.base import VecEnv
 from learners.spec import EnvSpec
 
-# Subprocess stepping (docs/learners.md has the figures): on an idle 2-core machine 8 MPE copies
-# stepped 1.6x faster in 2 worker processes than in process, but with the cores busy (the learner,
-# other runs, the API) in process was 1.3x faster, and training too. So copies step in worker
-# processes only where cores are to spare: at least MIN_CPUS_FOR_SUBPROCESS, one left to the
-# learner, and each worker stepping at least SUBPROCESS_MIN_ENVS_PER_WORKER copies.
+# Subprocess stepping (docs/results/2026-11-22-subprocess-stepping.md has the figures): on an
+# idle 2-core machine 8 MPE copies stepped 1.6x faster in 2 worker processes than in process, but
+# with the cores busy (the learner, other runs, the API) in process was 1.3x faster, and training
+# too. So copies step in worker processes only where cores are to spare: at least
+# MIN_CPUS_FOR_SUBPROCESS, one left to the learner, and each worker stepping at least
+# SUBPROCESS_MIN_ENVS_PER_WORKER copies.
 MIN_CPUS_FOR_SUBPROCESS = 4
 SUBPROCESS_MIN_ENVS_PER_WORKER = 4
 

@@ -3,8 +3,8 @@
 Worker ``w`` owns a contiguous slice of the copies and builds them with ``first_copy`` set to the
 slice's start, so copy ``i`` plays exactly the episodes it would play in process: the two kinds give
 the same numbers (a test holds them to it). Whether this is faster depends on the env's step cost
-against the pickling and pipe round trip; ``docs/learners.md`` has the figures that decide when
-``make_vec_env`` uses it.
+against the pickling and pipe round trip; ``docs/results/2026-11-22-subprocess-stepping.md`` has
+the figures that decide when ``make_vec_env`` uses it.
 """
 
 from __future__ import annotations

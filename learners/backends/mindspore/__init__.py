@@ -7,7 +7,7 @@ path, so the API and the other backends' jobs never load it.
 
 Every update, and every forward pass a rollout makes, is compiled (``mindspore.jit``, graph mode):
 MindSpore's eager (PyNative) mode pays a dispatch per operator, which dominates small networks.
-``docs/backends.md`` has the measurements.
+``docs/results/2026-11-22-mindspore-speed.md`` has the measurements.
 """
 
 from __future__ import annotations
