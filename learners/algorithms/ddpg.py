@@ -3,9 +3,9 @@
 A deterministic actor mu(s) and a critic Q(s, a) learn off-policy from a replay buffer. The critic
 regresses onto the TD target r + gamma * (1 - terminated) * Q'(s', mu'(s')) computed from slowly
 tracking target networks, with no gradient through the target (the reference's torch copy computed
-it with gradient tracking on, seeds defect 8); the actor ascends Q(s, mu(s)). Exploration adds
-Gaussian noise to the actor's action. Time-limit truncation is not termination: the target
-bootstraps through it.
+it with gradient tracking on: reference defect ``target-with-gradient``, docs/reference-defects.md);
+the actor ascends Q(s, mu(s)). Exploration adds Gaussian noise to the actor's action. Time-limit
+truncation is not termination: the target bootstraps through it.
 
 Actions live in [-1, 1] (the env adapters scale them onto the env's bounds), so the actor ends in
 ``tanh`` and the noise scale means the same thing in every env.

@@ -216,8 +216,9 @@ def rollout_targets(
     config: PPOConfig, buffer: RolloutBuffer, normalizer: ValueNormalizer
 ) -> RolloutTargets:
     """GAE over the rollout on de-normalised values; then, with value normalisation on, the
-    running statistics absorb the returns and the *targets* are normalised (seeds defect 4). The
-    critic's predictions are never normalised again: they are already in normalised units."""
+    running statistics absorb the returns and the *targets* are normalised (reference defect
+    ``value-normaliser``). The critic's predictions are never normalised again: they are already
+    in normalised units."""
     values, next_values = buffer.values, buffer.next_values
     if config.value_norm:
         values = normalizer.denormalize(values)
@@ -266,10 +267,11 @@ def minibatch_loss(
 ) -> PPOLoss[A]:
     """PPO's loss on one minibatch (``ppo_learner.TrainingRows``' arrays), from the actor's output
     ``out`` and the critic's ``values`` (its output squeezed): the clipped surrogate, the critic's
-    loss against the returns (never the old values, seeds defect 1) and the entropy bonus, masked
-    means over live agents. ``log_prob(out, actions, avail)`` and ``entropy(out, avail)`` are the
-    policy's distribution. The terms are built in a fixed order, the entropy last: a backend's
-    autograd sums a tensor's gradient contributions in the order the graph was built."""
+    loss against the returns (never the old values: reference defect ``critic-on-old-values``) and
+    the entropy bonus, masked means over live agents. ``log_prob(out, actions, avail)`` and
+    ``entropy(out, avail)`` are the policy's distribution. The terms are built in a fixed order, the
+    entropy last: a backend's autograd sums a tensor's gradient contributions in the order the graph
+    was built."""
     mask = mb["mask"]
     policy = policy_loss(
         ops,

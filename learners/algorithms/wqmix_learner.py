@@ -132,7 +132,8 @@ class WQMIXLearner(NetworkState, Generic[M]):
         cfg = self.config
         if cfg.weighting not in ("ow", "cw"):
             # Past validation (a stored config of an older version): refuse, never train with
-            # uniform weights (seeds defect 7), and before any graph is compiled.
+            # uniform weights (reference defect wqmix-weighting-and-central-loss), and before any
+            # graph is compiled.
             raise ValueError(f"unknown WQMIX weighting {cfg.weighting!r}: expected 'ow' or 'cw'")
         if cfg.recurrent:
             if not isinstance(batch, EpisodeBatch):

@@ -2,10 +2,11 @@
 
 Every learner config names this ``max_grad_norm: float | None`` (None = off); the reference called
 the same thing ``use_grad_clip``/``grad_clip_norm`` in one learner and ``use_grad_norm``/
-``max_grad_norm`` in another (seeds defect 5). The norm is *global*: one norm over all gradients
-together, and every gradient is scaled by the same factor, which keeps the update's direction. The
-reference's TensorFlow copy clipped each tensor to the norm on its own, and did so whatever the
-config said (seeds defect 3); that changes the direction and ignores the switch.
+``max_grad_norm`` in another (reference defect ``two-clipping-names``, docs/reference-defects.md).
+The norm is *global*: one norm over all gradients together, and every gradient is scaled by the
+same factor, which keeps the update's direction. The reference's TensorFlow copy clipped each
+tensor to the norm on its own, and did so whatever the config said (reference defect
+``per-tensor-clipping``); that changes the direction and ignores the switch.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ Every loss is a *masked mean*: the sum of the per-entry loss times the mask, div
 sum. The mask is the product of the agent mask (an agent that is dead or absent contributes nothing)
 and, for recurrent updates, the ``filled`` mask of padded episode chunks. Entries under a zero mask
 are removed with ``where``, so a NaN or infinity computed for a padded entry cannot leak into the
-sum. The prediction is never multiplied by the mask before the loss (the reference did that, seeds
-defect 2, which trains masked predictions towards their target's negation): the mask applies to the
-loss.
+sum. The prediction is never multiplied by the mask before the loss (the reference did that,
+reference defect ``mindspore-ppo-loss`` in docs/reference-defects.md, which trains masked
+predictions towards their target's negation): the mask applies to the loss.
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ def policy_loss(
     ops: Ops[A], log_prob: A, log_prob_old: A, advantages: A, mask: A, clip_eps: float
 ) -> PolicyLoss[A]:
     """PPO's clipped surrogate with exactly the configured ``clip_eps`` (never rescaled: the
-    reference's MindSpore copy halved it, seeds defect 2). Advantages carry no gradient."""
+    reference's MindSpore copy halved it, reference defect ``mindspore-ppo-loss``). Advantages
+    carry no gradient."""
     advantages = ops.stop_gradient(advantages)
     log_ratio = log_prob - ops.stop_gradient(log_prob_old)
     ratio = ops.exp(log_ratio)
@@ -80,7 +81,8 @@ def value_loss(
     huber_delta: float | None,
 ) -> A:
     """The critic's loss: regress ``values`` onto ``returns`` (the GAE returns, never the old
-    values: the reference's TensorFlow copy did that, seeds defect 1).
+    values: the reference's TensorFlow copy did that, reference defect
+    ``critic-on-old-values``).
 
     With ``value_clip_eps`` set, the PPO-style clipped form is used: the larger of the losses of
     the prediction and of ``values_old + clip(values - values_old, -eps, eps)``, so the critic

@@ -1,7 +1,8 @@
 """Running mean/std value normalisation, shared by every backend (host-side NumPy).
 
 With value normalisation on, the critic predicts returns in normalised units. Three rules keep that
-consistent (the reference got the second and third wrong, seeds defect 4):
+consistent (the reference got the second and third wrong: reference defect ``value-normaliser``,
+docs/reference-defects.md):
 
 1. Values recorded during a rollout are the critic's raw (normalised) outputs; they are
    de-normalised before GAE, so advantages and returns are in reward units.

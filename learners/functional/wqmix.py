@@ -18,9 +18,10 @@ The two weightings are one algorithm with two configurations:
   target beats the central value of the current greedy joint action), alpha elsewhere.
 
 Both losses are masked means over the transitions, in every backend (the reference's central loss
-was a mean in two backends and a sum over the agent-mask sum in the third, seeds defect 7), and an
-unknown weighting is an error, never a silent uniform weight (the reference built the exception
-object without raising it, seeds defect 7).
+was a mean in two backends and a sum over the agent-mask sum in the third), and an unknown
+weighting is an error, never a silent uniform weight (the reference built the exception object
+without raising it): both are reference defect ``wqmix-weighting-and-central-loss``
+(docs/reference-defects.md).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""PyTorch DDPG: one update against a textbook reference, the target without gradient (seeds defect
-8), soft-update math against NumPy, termination vs truncation in the target, exploration."""
+"""PyTorch DDPG: one update against a textbook reference, the target without gradient (reference
+defect ``target-with-gradient``, docs/reference-defects.md), soft-update math against NumPy,
+termination vs truncation in the target, exploration."""
 
 from __future__ import annotations
 
@@ -96,7 +97,8 @@ def test_one_update_matches_the_textbook_update(env: GymnasiumVecEnv, buffer: Re
 
 
 def test_target_q_carries_no_gradient(env: GymnasiumVecEnv, buffer: ReplayBuffer) -> None:
-    """Seeds defect 8: the reference computed Q'(s', mu'(s')) with gradient tracking on."""
+    """Reference defect ``target-with-gradient``: the reference computed Q'(s', mu'(s')) with
+    gradient tracking on."""
     seen: list[bool] = []
 
     class Probe(TorchDDPG):

@@ -1,5 +1,6 @@
-"""PyTorch MADDPG: the centralised critic's inputs, agent ids from the batch's real size (seeds
-defect 6), discrete actions through Gumbel-softmax, separate parameters, and the update itself."""
+"""PyTorch MADDPG: the centralised critic's inputs, agent ids from the batch's real size
+(reference defect ``ids-from-config-batch-size``, docs/reference-defects.md), discrete actions
+through Gumbel-softmax, separate parameters, and the update itself."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def test_update_and_act(continuous: bool, share: bool) -> None:
     learner = TorchMADDPG(config, env.info, "cpu", seed=0)
     buffer = filled(env)
     before = {k: v.copy() for k, v in learner.state().items()}
-    # A batch smaller than batch_size (seeds defect 6: ids were built for batch_size rows).
+    # A batch smaller than batch_size (reference defect ids-from-config-batch-size: ids were
+    # built for batch_size rows).
     for size in (64, 5):
         stats = learner.update(buffer.sample(size, np.random.default_rng(size)))
         assert all(np.isfinite(v) for v in stats.as_dict().values())

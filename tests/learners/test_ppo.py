@@ -1,5 +1,7 @@
 """The PyTorch MAPPO/IPPO learner: updates, recomputed log-probs, save/load, configs and the
-reference defects that live above the shared math (4, 5, 6)."""
+reference defects that live above the shared math (docs/reference-defects.md):
+``value-normaliser``, ``two-clipping-names`` and ``ids-from-config-batch-size`` (old numbers 4, 5,
+6, as in the tests' names)."""
 
 from __future__ import annotations
 

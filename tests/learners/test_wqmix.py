@@ -1,5 +1,6 @@
 """The PyTorch WQMIX learner: OW/CW updates, targets, monotonic mixing, exploration, save/load,
-and seeds defects 6 (agent ids from the batch) and 7 (unknown weighting refused)."""
+and reference defects ``ids-from-config-batch-size`` (agent ids from the batch) and
+``wqmix-weighting-and-central-loss`` (unknown weighting refused; docs/reference-defects.md)."""
 
 from __future__ import annotations
 

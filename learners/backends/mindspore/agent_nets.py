@@ -3,14 +3,14 @@
 
 The MindSpore twin of ``learners.backends.torch.agent_nets``, name for name and equation for
 equation: inputs are ``(..., N, features)``; with shared parameters a one-hot agent id, built from
-the input's real shape (never from a configured batch size: seeds defect 6), is appended to the
-input; with separate parameters every layer holds a weight per agent, ``(N, out, in)`` (torch's
-layout), applied in one batched matrix product; shared within each of several teams
-(``TeamSeats``), a weight per team, ``(T, out, in)``, gathered to the agents, with the agent's
-place in its team as its one-hot id. The GRU cell is PyTorch's ``GRUCell`` written out,
-gates ordered ``r, z, n``, so its weights mean the same thing in every backend. Over a sequence the
-cell is unrolled step by step in the compiled graph: chunks are short (``chunk_length``) and fixed
-in length, and an unrolled graph runs each step with no loop overhead.
+the input's real shape (never from a configured batch size: reference defect
+``ids-from-config-batch-size``), is appended to the input; with separate parameters every layer
+holds a weight per agent, ``(N, out, in)`` (torch's layout), applied in one batched matrix product;
+shared within each of several teams (``TeamSeats``), a weight per team, ``(T, out, in)``, gathered
+to the agents, with the agent's place in its team as its one-hot id. The GRU cell is PyTorch's
+``GRUCell`` written out, gates ordered ``r, z, n``, so its weights mean the same thing in every
+backend. Over a sequence the cell is unrolled step by step in the compiled graph: chunks are short
+(``chunk_length``) and fixed in length, and an unrolled graph runs each step with no loop overhead.
 
 Canonical names: ``layers.<i>.weight``, ``gru.input.weight``, ``gru.hidden.bias``, ``head.weight``,
 and the actor's ``log_std``. Initial weights are drawn from a NumPy generator in the TensorFlow

@@ -1,7 +1,8 @@
 """DDPG in MindSpore (Lillicrap et al., ICLR 2016); the math is ``learners.algorithms.ddpg``.
 
 The reference library's MindSpore DDPG had no documentation and its torch twin computed the target
-with gradients on (seeds defects 8, 9). This one mirrors ``learners.backends.torch.ddpg.TorchDDPG``
+with gradients on (reference defects ``missing-tf-ddpg`` and ``target-with-gradient``,
+docs/reference-defects.md). This one mirrors ``learners.backends.torch.ddpg.TorchDDPG``
 member for member: the same losses (``learners.algorithms.ddpg`` over ``MindSporeOps``), the same
 stats, the same checkpoint names, so the parity suite holds the backends to the same numbers. The
 TD target comes from the target networks, outside both gradients, and passes through

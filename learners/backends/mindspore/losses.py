@@ -21,7 +21,8 @@ def policy_terms(
     ops: Ops[A], log_prob: A, log_prob_old: A, advantages: A, mask: A, clip_eps: float
 ) -> tuple[A, A, A]:
     """``learners.functional.losses.policy_loss`` as ``(loss, approx_kl, clip_fraction)``: PPO's
-    clipped surrogate with exactly the configured ``clip_eps`` (never halved: seeds defect 2)."""
+    clipped surrogate with exactly the configured ``clip_eps`` (never halved: reference defect
+    ``mindspore-ppo-loss``)."""
     advantages = ops.stop_gradient(advantages)
     log_ratio = log_prob - ops.stop_gradient(log_prob_old)
     ratio = ops.exp(log_ratio)
@@ -39,7 +40,8 @@ def wqmix_terms(
     ops: Ops[A], q_tot: A, q_central: A, target: A, weights: A, mask: A
 ) -> tuple[A, A, A, A]:
     """``learners.functional.wqmix.wqmix_loss`` as ``(loss, loss_qmix, loss_central,
-    weight_mean)``: both terms are masked means over transitions (seeds defect 7)."""
+    weight_mean)``: both terms are masked means over transitions (reference defect
+    ``wqmix-weighting-and-central-loss``)."""
     target = ops.stop_gradient(target)
     td_error = q_tot - target
     central_error = q_central - target

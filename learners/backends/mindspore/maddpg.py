@@ -11,7 +11,7 @@ The MindSpore twin of ``learners.backends.torch.maddpg.TorchMADDPG``:
 - with ``centralised_critic=false`` each critic sees only its agent's own observation and action
   (independent DDPG learners);
 - agent ids are built from the batch in hand (its real shape), never from the configured batch
-  size (seeds defect 6);
+  size (reference defect ``ids-from-config-batch-size``, docs/reference-defects.md);
 - discrete actions: the actor gives logits, the critic takes one-hot actions, the actor's update
   goes through a straight-through Gumbel-softmax sample (one-hot forward, softmax gradient), and
   the target policy is the target actor's greedy one-hot. The sample's uniform noise comes from the

@@ -2,13 +2,14 @@
 
 The MindSpore twin of ``learners.backends.torch.ppo.TorchPPO``. The reference library's MindSpore
 PPO halved the clip range, ignored ``huber_delta`` and multiplied the critic's prediction by the
-agent mask before the loss (seeds defect 2); this one computes every loss with the shared math
-(``learners.functional`` over ``MindSporeOps``; the policy surrogate through its graph-safe form in
-``learners.backends.mindspore.losses``), so the configured ``clip_eps`` and ``huber_delta`` are the
-ones used and masks apply to losses, never to predictions. Advantages, returns and value
-normalisation are the shared host-side ``rollout_targets``. Exploration noise and minibatch shuffles
-come from NumPy generators drawn in the torch learner's order, so from one checkpoint both backends
-sample the same actions and train on the same minibatches.
+agent mask before the loss (reference defect ``mindspore-ppo-loss``, docs/reference-defects.md);
+this one computes every loss with the shared math (``learners.functional`` over ``MindSporeOps``;
+the policy surrogate through its graph-safe form in ``learners.backends.mindspore.losses``), so the
+configured ``clip_eps`` and ``huber_delta`` are the ones used and masks apply to losses, never to
+predictions. Advantages, returns and value normalisation are the shared host-side
+``rollout_targets``. Exploration noise and minibatch shuffles come from NumPy generators drawn in
+the torch learner's order, so from one checkpoint both backends sample the same actions and train on
+the same minibatches.
 
 The host side every backend shares (memory, minibatches, stats, checkpoint bookkeeping) is
 ``learners.algorithms.ppo_learner.PPOLearner``; this module feeds the compiled cells of

@@ -194,9 +194,10 @@ class PPOLossCell(nn.Cell):
 
 class TrainStep(nn.Cell):
     """One gradient step on a minibatch: the gradient of the combined loss over every parameter,
-    clipped by their global norm (only when ``max_grad_norm`` is set, never per tensor: seeds
-    defects 3 and 5), then each network's Adam step. Returns the loss terms and the norm stacked in
-    ``learners.algorithms.ppo_learner.TRAIN_TERMS``' order."""
+    clipped by their global norm (only when ``max_grad_norm`` is set, never per tensor: reference
+    defects ``per-tensor-clipping`` and ``two-clipping-names``), then each network's Adam step.
+    Returns the loss terms and the norm stacked in ``learners.algorithms.ppo_learner.TRAIN_TERMS``'
+    order."""
 
     def __init__(
         self, loss: PPOLossCell, actor_optim: TorchAdam, critic_optim: TorchAdam,

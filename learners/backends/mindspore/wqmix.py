@@ -7,8 +7,9 @@ networks, synchronised every ``target_update_interval`` updates. The weights, th
 both losses come from ``learners.functional`` (the losses through their graph-safe form in
 ``learners.backends.mindspore.losses``): the central loss is a masked mean over transitions, as in
 every backend (the reference's MindSpore copy divided a sum by the agent-mask sum), and an unknown
-weighting raises instead of training with uniform weights (seeds defect 7). Agent ids are built
-from each batch's real shape (seeds defect 6).
+weighting raises instead of training with uniform weights (reference defect
+``wqmix-weighting-and-central-loss``, docs/reference-defects.md). Agent ids are built from each
+batch's real shape (reference defect ``ids-from-config-batch-size``).
 
 The whole update (targets, both losses, one global-norm clip over every live network, Adam) is one
 compiled cell; acting is epsilon-greedy with the draws made on the host from the same NumPy

@@ -4,12 +4,12 @@
 The TensorFlow twin of ``learners.backends.torch.agent_nets``, name for name and equation for
 equation: inputs are ``(..., N, features)``; with shared parameters a one-hot agent id is part of
 the first layer's input, applied as a per-agent bias broadcast over the input's agent axis,
-whatever the batch's real size (never a configured batch size: seeds defect 6); with separate
-parameters every layer holds a kernel per agent, ``(N, in, out)``, applied in one batched
-contraction; shared within each of several teams (``TeamSeats``), a kernel per team, ``(T, in,
-out)``, gathered to the agents, with the agent's place in its team as its one-hot id. The GRU
-cell is PyTorch's ``GRUCell`` written out, gates ordered ``r, z, n``, so its weights mean the same
-thing in both backends.
+whatever the batch's real size (never a configured batch size: reference defect
+``ids-from-config-batch-size``); with separate parameters every layer holds a kernel per agent,
+``(N, in, out)``, applied in one batched contraction; shared within each of several teams
+(``TeamSeats``), a kernel per team, ``(T, in, out)``, gathered to the agents, with the agent's place
+in its team as its one-hot id. The GRU cell is PyTorch's ``GRUCell`` written out, gates ordered
+``r, z, n``, so its weights mean the same thing in both backends.
 
 Canonical names: ``layers.<i>.weight``, ``gru.input.weight``, ``gru.hidden.bias``, ``head.weight``,
 and the actor's ``log_std``.

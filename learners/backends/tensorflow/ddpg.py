@@ -1,11 +1,12 @@
 """DDPG in TensorFlow (Lillicrap et al., ICLR 2016); the math is ``learners.algorithms.ddpg``.
 
-The reference library had no TensorFlow DDPG at all (seeds defect 9). This one mirrors
-``learners.backends.torch.ddpg.TorchDDPG`` member for member, with the same losses (from
-``learners.algorithms.ddpg`` over ``TensorFlowOps``), the same stats and the same checkpoint names,
-so the parity suite can hold the two to the same numbers. The TD target is computed outside the
-gradient tape and passes through ``td_target``'s stop-gradient: the critic is never trained through
-its own target (seeds defect 8). Each tape watches only the network it trains.
+The reference library had no TensorFlow DDPG at all (reference defect ``missing-tf-ddpg``,
+docs/reference-defects.md). This one mirrors ``learners.backends.torch.ddpg.TorchDDPG`` member for
+member, with the same losses (from ``learners.algorithms.ddpg`` over ``TensorFlowOps``), the same
+stats and the same checkpoint names, so the parity suite can hold the two to the same numbers. The
+TD target is computed outside the gradient tape and passes through ``td_target``'s stop-gradient:
+the critic is never trained through its own target (reference defect ``target-with-gradient``). Each
+tape watches only the network it trains.
 
 The whole update (target, both gradient steps, Adam, soft updates) runs as one ``tf.function``;
 ``set_compiled(False)`` runs it eagerly instead (``benchmarks/tensorflow_compile.py`` measures the

@@ -1,8 +1,8 @@
 """MADDPG in TensorFlow (Lowe et al., NeurIPS 2017); the math is ``learners.algorithms.maddpg`` and
 DDPG's, and so is the update: this class only changes what the networks see.
 
-The reference library had no TensorFlow MADDPG (seeds defect 9). This one mirrors
-``learners.backends.torch.maddpg.TorchMADDPG``:
+The reference library had no TensorFlow MADDPG (reference defect ``missing-tf-ddpg``,
+docs/reference-defects.md). This one mirrors ``learners.backends.torch.maddpg.TorchMADDPG``:
 
 - actors see their own (padded) observation, plus a one-hot agent id when parameters are shared
   (within the team: ``PerTeamMLP`` on a scenario with several teams);
@@ -10,7 +10,7 @@ The reference library had no TensorFlow MADDPG (seeds defect 9). This one mirror
   shared, and give each agent its own Q value (B, N); in the actor's update agent i's critic sees
   its own policy action and the buffer's actions of the others (``learners.functional.maddpg``);
 - agent ids are built for the batch in hand (its real size), never for the configured batch size
-  (seeds defect 6);
+  (reference defect ``ids-from-config-batch-size``);
 - discrete actions: the actor gives logits, the critic takes one-hot actions, the actor's update
   goes through a straight-through Gumbel-softmax sample (one-hot forward, softmax gradient), and
   the target policy is the target actor's greedy one-hot. The sample's uniform noise comes from the

@@ -116,7 +116,8 @@ def gradient_step(
 ) -> tf.Tensor:
     """Differentiate ``loss`` with respect to every optimiser's parameters, clip all the gradients
     together by their global norm (the shared ``learners.functional.gradients`` definition, never
-    per tensor: seeds defect 3) and step each optimiser; returns the norm before clipping."""
+    per tensor: reference defect ``per-tensor-clipping``) and step each optimiser; returns the
+    norm before clipping."""
     variables = [p.variable for opt in optimizers for p in opt.params]
     grads = tape.gradient(loss, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
     # A kernel gathered per agent (one per team) has a sparse gradient: made dense here.

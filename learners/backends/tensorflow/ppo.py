@@ -2,13 +2,14 @@
 
 The TensorFlow twin of ``learners.backends.torch.ppo.TorchPPO``: the same networks (from
 ``agent_nets``), the same math (``learners.functional`` over ``TensorFlowOps``: the critic regresses
-onto the GAE returns, never the old values, seeds defect 1; the policy loss is a masked mean over
-every (step, agent) entry, as in torch, seeds defect 3), one gradient step per minibatch clipped by
-the global norm of all parameters and only when ``max_grad_norm`` is set (never per tensor, never
-unconditionally: seeds defect 3), PyTorch's Adam arithmetic, and actions sampled on the host by the
-shared ``sample_actions`` from the same NumPy generator, so from the same checkpoint both backends
-sample the same actions and make the same updates. The host side (memory, minibatches, stats,
-checkpoint bookkeeping) is the shared ``learners.algorithms.ppo_learner.PPOLearner``.
+onto the GAE returns, never the old values, reference defect ``critic-on-old-values``; the policy
+loss is a masked mean over every (step, agent) entry, as in torch, reference defect
+``per-tensor-clipping``), one gradient step per minibatch clipped by the global norm of all
+parameters and only when ``max_grad_norm`` is set (never per tensor, never unconditionally: the same
+defect; docs/reference-defects.md), PyTorch's Adam arithmetic, and actions sampled on the host by
+the shared ``sample_actions`` from the same NumPy generator, so from the same checkpoint both
+backends sample the same actions and make the same updates. The host side (memory, minibatches,
+stats, checkpoint bookkeeping) is the shared ``learners.algorithms.ppo_learner.PPOLearner``.
 
 A minibatch's whole gradient step, the actor's forward pass and the critic's value pass over a
 rollout run as ``tf.function`` graphs; ``set_compiled(False)`` runs them eagerly.

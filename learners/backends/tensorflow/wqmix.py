@@ -6,7 +6,8 @@ for name: the agents' utilities (``agent``), QMIX's monotonic ``mixer``, the cen
 networks, synchronised every ``target_update_interval`` updates. The weights, the TD target and
 both losses come from ``learners.functional.wqmix``: the central loss is a masked mean over
 transitions in every backend, and an unknown weighting raises instead of training with uniform
-weights (seeds defect 7). Agent ids are built from each batch's real size (seeds defect 6).
+weights (reference defect ``wqmix-weighting-and-central-loss``, docs/reference-defects.md). Agent
+ids are built from each batch's real size (reference defect ``ids-from-config-batch-size``).
 
 With ``recurrent`` the three agent networks carry the GRU of ``agent_nets.AgentMLP`` (checkpoint
 names ``agent.gru.input.weight``...) and ``update`` takes whole episodes (``EpisodeBatch``, arranged

@@ -4,11 +4,11 @@
 Inputs are shaped ``(..., N, features)``. With shared parameters one weight serves all agents, and
 a one-hot agent id is appended to the input so the agents can still behave differently; it is
 applied by broadcasting over the input's agent axis, whatever the batch's real size (never a
-configured batch size: seeds defect 6). With separate parameters each layer holds a weight per
-agent, ``(N, out, in)``, applied with one batched contraction: no Python loop over agents. Shared
-within each of several teams (``TeamSeats``), each layer holds a weight per team, ``(T, out, in)``,
-each agent meets its team's (gathered to ``(N, out, in)``), and the one-hot id is the agent's place
-in its team.
+configured batch size: reference defect ``ids-from-config-batch-size``). With separate parameters
+each layer holds a weight per agent, ``(N, out, in)``, applied with one batched contraction: no
+Python loop over agents. Shared within each of several teams (``TeamSeats``), each layer holds a
+weight per team, ``(T, out, in)``, each agent meets its team's (gathered to ``(N, out, in)``), and
+the one-hot id is the agent's place in its team.
 
 Parameter names and layouts are the checkpoint's canonical ones (PyTorch layout, ``(out, in)``
 weights; ``(N, out, in)`` per agent, ``(T, out, in)`` per team): ``layers.<i>.weight``,

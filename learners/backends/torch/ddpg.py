@@ -4,7 +4,8 @@ The actor maps an observation to an action in [-1, 1]; the critic maps (observat
 value. Both act on the agent axis as a batch axis, so the learner runs on the (B, N, ...) arrays of
 the replay buffer unchanged (N = 1 for Gymnasium). The TD target is computed under ``no_grad`` from
 the target networks and passes through ``td_target``'s stop-gradient as well: the critic is never
-trained through its own target (seeds defect 8).
+trained through its own target (reference defect ``target-with-gradient``,
+docs/reference-defects.md).
 
 ``_build_networks``, ``_policy``, ``_q``, ``_batch_actions`` and ``_actor_actions`` are where
 MADDPG differs (agent ids, a centralised critic, discrete actions, each agent's own action in its

@@ -10,7 +10,8 @@ DDPG's, and so is the update: this class only changes what the networks see.
 - With ``centralised_critic=false`` each critic sees only its agent's own observation and action
   (independent DDPG learners).
 - Agent ids are built for the batch in hand (``obs.shape[0]``), never for the configured batch size
-  (the reference did the latter, so a smaller batch crashed: seeds defect 6).
+  (the reference did the latter, so a smaller batch crashed: reference defect
+  ``ids-from-config-batch-size``).
 - Discrete actions: the actor gives logits; the critic takes one-hot actions; the actor's update
   differentiates through a straight-through Gumbel-softmax sample whose uniform noise comes from a
   NumPy generator checkpointed as ``rng/gumbel``: resumed runs draw the same noise, and so does

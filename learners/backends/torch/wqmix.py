@@ -8,7 +8,7 @@ the two central networks. The weights, the TD target and both losses come from
 ``learners.functional``, the host side (epsilon-greedy exploration, acting memory, counters, target
 sync, checkpoint layout) from ``learners.algorithms.wqmix_learner.WQMIXLearner``; this module
 supplies the networks, the greedy forward pass and the gradient step. Agent ids are built from each
-batch's real size (seeds defect 6).
+batch's real size (reference defect ``ids-from-config-batch-size``, docs/reference-defects.md).
 
 With ``recurrent`` the three agent networks carry a GRU after their first hidden layer
 (``AgentMLP(rnn_hidden_size=...)``, checkpoint names ``agent.gru.input.weight``...) and ``update``

@@ -1,6 +1,6 @@
 """Gradients of the shared math under TensorFlow: against finite differences of the NumPy
-oracle, zero where masked, blocked by ``stop_gradient``; and global-norm clipping (seeds defect 3)
-agreeing with ``tf.clip_by_global_norm``."""
+oracle, zero where masked, blocked by ``stop_gradient``; and global-norm clipping (reference defect
+``per-tensor-clipping``, docs/reference-defects.md) agreeing with ``tf.clip_by_global_norm``."""
 
 from __future__ import annotations
 

@@ -102,7 +102,8 @@ def test_agent_mlp(shared: bool, rnn: int | None, hidden: tuple[int, ...]) -> No
 
 
 def test_agent_ids_follow_the_input_not_a_configured_batch_size() -> None:
-    """Seeds defect 6: ids are built for whatever batch comes in."""
+    """Reference defect ``ids-from-config-batch-size``: ids are built for whatever batch comes
+    in."""
     net = tf_agent_nets.AgentMLP(4, (8,), 2, 3, shared=True, activation="relu",
                                  rnn_hidden_size=None, rng=RNG, head_gain=1.0)  # fmt: skip
     for batch in (1, 5, 33):

@@ -1,6 +1,7 @@
 """The shared losses and distributions on every built backend against the NumPy oracle, with masks
 that contain zeros, plus independent checks of the oracle itself (closed forms, torch.distributions)
-and one test per reference defect that fails on the defect."""
+and one test per reference defect that fails on the defect (docs/reference-defects.md; a test
+named ``test_defectN_...`` guards the defect whose old number is N)."""
 
 from __future__ import annotations
 

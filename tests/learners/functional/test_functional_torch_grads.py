@@ -1,5 +1,6 @@
 """Gradients of the shared math under PyTorch: against finite differences of the NumPy oracle,
-zero where masked, blocked by ``stop_gradient``, and global-norm clipping (seeds defect 3)."""
+zero where masked, blocked by ``stop_gradient``, and global-norm clipping (reference defect
+``per-tensor-clipping``, docs/reference-defects.md)."""
 
 from __future__ import annotations
 

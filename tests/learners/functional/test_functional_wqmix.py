@@ -1,4 +1,5 @@
-"""WQMIX's weights and losses on every built backend against the oracle, and seeds defect 7."""
+"""WQMIX's weights and losses on every built backend against the oracle, and reference defect
+``wqmix-weighting-and-central-loss`` (docs/reference-defects.md; the tests named ``defect7``)."""
 
 from __future__ import annotations
 

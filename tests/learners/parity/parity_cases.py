@@ -33,7 +33,8 @@ REFERENCE = Backend.TORCH
 """The backend every other backend is compared with."""
 
 # Off-policy batches are smaller than the configured batch size on purpose: a learner that builds
-# a tensor from ``config.batch_size`` instead of the batch's real size fails (seeds defect 6).
+# a tensor from ``config.batch_size`` instead of the batch's real size fails (reference defect
+# ids-from-config-batch-size).
 BATCH = 7
 ROLLOUT = 12
 # Recurrent WQMIX episodes are padded to this many steps (the learner reads T from the batch).

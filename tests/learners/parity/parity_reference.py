@@ -208,7 +208,8 @@ def actor_critic_stats(
 
 def critic_output_bias_gradient(nets: DDPGNets, before: Tensors, batch: ReplayBatch) -> float:
     """d loss_critic / d (the critic's output bias, shared) = masked mean of 2 (Q - y): what that
-    bias's gradient must be when nothing flows into the target (seeds defect 8)."""
+    bias's gradient must be when nothing flows into the target (reference defect
+    ``target-with-gradient``)."""
     next_actions = nets.policy(
         before, "target_actor", batch.next_obs, batch.next_avail_actions, None
     )
@@ -257,7 +258,7 @@ def wqmix_stats(
 ) -> dict[str, float]:
     """The losses of one WQMIX update from the weights ``before`` it. ``defect="central_sum"``
     computes the central loss as the reference's MindSpore copy did (a sum over the agent-mask
-    sum, seeds defect 7) instead of the masked mean."""
+    sum, reference defect ``wqmix-weighting-and-central-loss``) instead of the masked mean."""
     mask = _f64(batch.agent_mask)
     live = mask > 0.5
     q = _utilities(before, "agent", batch.obs, batch.avail_actions)
@@ -479,14 +480,15 @@ def _ppo_rows(config: PPOConfig, buffer: RolloutBuffer, data: dict[str, Array]) 
     return {**out, **hidden}
 
 
+# Each with the reference defect it stands for (docs/reference-defects.md) and its old number.
 DEFECTS = (
-    "critic_on_old_values",  # 1: the critic regresses onto the old values
-    "half_clip",  # 2: the clip range silently halved
-    "huber_ignored",  # 2: the squared error whatever huber_delta says
-    "masked_prediction",  # 2: the agent mask applied to the prediction, not to the loss
-    "policy_loss_per_row",  # 3: the policy loss summed over agents, then averaged over rows
-    "value_norm_unused",  # 4: the normaliser updated but the target left unnormalised
-    "prediction_normalised",  # 4: the prediction normalised a second time
+    "critic_on_old_values",  # critic-on-old-values (1): the critic regresses onto the old values
+    "half_clip",  # mindspore-ppo-loss (2): the clip range silently halved
+    "huber_ignored",  # mindspore-ppo-loss (2): the squared error whatever huber_delta says
+    "masked_prediction",  # mindspore-ppo-loss (2): the agent mask on the prediction, not the loss
+    "policy_loss_per_row",  # per-tensor-clipping (3): summed over agents, then averaged over rows
+    "value_norm_unused",  # value-normaliser (4): the normaliser updated, the target unnormalised
+    "prediction_normalised",  # value-normaliser (4): the prediction normalised a second time
 )
 
 

@@ -1,17 +1,21 @@
 """The reference library's known defects (``docs/reference-defects.md``), held off in every
 registered backend: each test fails if its defect comes back in any learner, PyTorch included.
 
-- 1, 2, 3 (loss scale), 4: the PPO stats equal the oracle's and are far from what the defective
-  computation gives (``parity_reference.DEFECTS``), so the oracle test would catch them;
-- 3 (clipping): gradients are clipped by one global norm, keeping their direction, and not at all
-  when clipping is off, read back from Adam's first moment;
-- 5: one config name for gradient clipping in every algorithm;
-- 6: off-policy learners take batches of any size (the parity batches are already smaller than
-  the configured size);
-- 7: WQMIX refuses an unknown weighting in every backend, and its central loss is a masked mean;
-- 8: the critic's gradient is the textbook one (nothing flows into the target) and the targets
-  move only by their soft update;
-- 9: every algorithm has a TensorFlow learner.
+Each defect by its name, with the old number the tests' names carry:
+
+- ``critic-on-old-values`` (1), ``mindspore-ppo-loss`` (2), ``per-tensor-clipping`` (3, the loss
+  scale), ``value-normaliser`` (4): the PPO stats equal the oracle's and are far from what the
+  defective computation gives (``parity_reference.DEFECTS``), so the oracle test would catch them;
+- ``per-tensor-clipping`` (3, the clipping): gradients are clipped by one global norm, keeping
+  their direction, and not at all when clipping is off, read back from Adam's first moment;
+- ``two-clipping-names`` (5): one config name for gradient clipping in every algorithm;
+- ``ids-from-config-batch-size`` (6): off-policy learners take batches of any size (the parity
+  batches are already smaller than the configured size);
+- ``wqmix-weighting-and-central-loss`` (7): WQMIX refuses an unknown weighting in every backend,
+  and its central loss is a masked mean;
+- ``target-with-gradient`` (8): the critic's gradient is the textbook one (nothing flows into the
+  target) and the targets move only by their soft update;
+- ``missing-tf-ddpg`` (9): every algorithm has a TensorFlow learner.
 """
 
 from __future__ import annotations
@@ -118,7 +122,7 @@ def test_defects_1_to_4_ppo_losses(
         )
 
 
-# -- defect 3: global-norm clipping, and only when it is on -------------------------------------
+# -- per-tensor-clipping (defect 3): global-norm clipping, and only when it is on ------------------
 
 # Each algorithm's gradient steps in the order an update takes them: the stat reporting the norm,
 # and the networks whose gradients share it.
@@ -182,7 +186,7 @@ def test_defect3_clipping_by_global_norm_and_only_when_on(
                 assert_close(clipped[name], grad * factor, 1e-4, f"clipped {name}")
 
 
-# -- defect 5: one name for gradient clipping ------------------------------------------------
+# -- two-clipping-names (defect 5): one name for gradient clipping ---------------------------------
 
 
 @pytest.mark.parametrize("algorithm", [e for e in Algorithm if e in dict(built_pairs())])
@@ -192,7 +196,7 @@ def test_defect5_one_name_for_gradient_clipping(algorithm: Algorithm) -> None:
     assert not fields & {"use_grad_clip", "grad_clip_norm", "use_grad_norm"}
 
 
-# -- defect 6: any batch size ----------------------------------------------------------------
+# -- ids-from-config-batch-size (defect 6): any batch size -----------------------------------------
 
 OFF_POLICY = [(a, b) for a, b in built_pairs() if entry(a).runner == RunnerKind.OFF_POLICY]
 
@@ -215,7 +219,7 @@ def test_defect6_any_batch_size(algorithm: Algorithm, backend: Backend) -> None:
         assert all(np.isfinite(v) for v in stats.values()), (size, stats)
 
 
-# -- defect 7: WQMIX's weighting and central loss ----------------------------------------------
+# -- wqmix-weighting-and-central-loss (defect 7): WQMIX's weighting and central loss ---------------
 
 
 @pytest.mark.parametrize(("algorithm", "backend"), pairs(Algorithm.WQMIX), ids=pair_ids)
@@ -243,7 +247,7 @@ def test_defect7_central_loss_is_a_masked_mean(algorithm: Algorithm, backend: Ba
     assert abs(wrong - correct) > 100 * ONE_UPDATE * abs(correct)
 
 
-# -- defect 8: no gradient through the target ------------------------------------------------
+# -- target-with-gradient (defect 8): no gradient through the target -------------------------------
 
 
 @pytest.mark.parametrize(
@@ -270,7 +274,7 @@ def test_defect8_critic_gradient_and_soft_targets(algorithm: Algorithm, backend:
             assert_close(after[key], moved, ONE_UPDATE, f"{key} after its soft update")
 
 
-# -- defect 9: TensorFlow has every learner ----------------------------------------------------
+# -- missing-tf-ddpg (defect 9): TensorFlow has every learner --------------------------------------
 
 
 def test_defect9_every_algorithm_has_a_tensorflow_learner() -> None:
