@@ -18,8 +18,8 @@ per run (so two reapers, or a worker whose renewal arrives late, cannot both win
   takeovers it ends ``failed`` with the same kind of reason (and can still be resumed by hand).
 - ``cancelling``: ``cancelled`` (the cancel wins; nobody is left to write a final checkpoint).
 
-Who reaps: the API process (``marlforge api`` runs ``Reaper`` in a thread), which runs whenever the
-service runs, in the embedded mode and in every deployment; several API replicas may reap at once.
+Who reaps: the API process (its lifespan starts ``Reaper`` in a thread: ``api.background``), which
+runs whenever the service runs, in the embedded mode and in every deployment; several API replicas may reap at once.
 Recovery does not wait for the broker's visibility timeout: the old message stays unacknowledged
 in the broker and is dropped by whichever worker gets it later (the run is no longer ``queued``).
 """

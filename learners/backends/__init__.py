@@ -31,8 +31,8 @@ THREADS_ENV = "MARLFORGE_CPU_THREADS"
 GPU_BACKENDS: frozenset[Backend] = frozenset({Backend.TORCH, Backend.TENSORFLOW})
 """The backends whose runtime can compute on a CUDA GPU (their ``resolve_device`` may answer
 ``cuda``). MindSpore is installed as its CPU build, whose runtime refuses ``cuda``: it gets no GPU
-queue, and a ``cuda`` spec for it is refused at submission (``learners.spec.parse_spec``, a 422 on
-``device``)."""
+queue, and a ``cuda`` spec for it is refused at submission (``learners.admission.parse``, a 422
+on ``device``)."""
 
 
 class DeviceUnavailable(RuntimeError):
