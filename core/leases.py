@@ -19,9 +19,10 @@ per run (so two reapers, or a worker whose renewal arrives late, cannot both win
 - ``cancelling``: ``cancelled`` (the cancel wins; nobody is left to write a final checkpoint).
 
 Who reaps: the API process (its lifespan starts ``Reaper`` in a thread: ``api.background``), which
-runs whenever the service runs, in the embedded mode and in every deployment; several API replicas may reap at once.
-Recovery does not wait for the broker's visibility timeout: the old message stays unacknowledged
-in the broker and is dropped by whichever worker gets it later (the run is no longer ``queued``).
+runs whenever the service runs, in the embedded mode and in every deployment; several API replicas
+may reap at once. Recovery does not wait for the broker's visibility timeout: the old message stays
+unacknowledged in the broker and is dropped by whichever worker gets it later (the run is no longer
+``queued``).
 """
 
 from __future__ import annotations
