@@ -28,16 +28,21 @@ def _tool(name: str) -> str:
     return found
 
 
-def test_the_import_contracts_hold() -> None:
+def _run(*command: str, timeout_s: float) -> None:
+    """Run one of the dev extra's checkers at the project root; it must exit 0."""
     result = subprocess.run(
-        [_tool("lint-imports"), "--no-cache"],
+        [_tool(command[0]), *command[1:]],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout_s,
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_import_contracts_hold() -> None:
+    _run("lint-imports", "--no-cache", timeout_s=300)
 
 
 def test_no_module_of_the_service_is_in_an_import_circle() -> None:
@@ -55,12 +60,4 @@ def test_no_module_of_the_service_is_in_an_import_circle() -> None:
 
 @pytest.mark.slow
 def test_mypy_is_clean_on_every_package() -> None:
-    result = subprocess.run(
-        [_tool("mypy"), *PACKAGES],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    _run("mypy", *PACKAGES, timeout_s=900)
