@@ -12,7 +12,7 @@ from api.auth import ExperimentId, project_router
 from api.deps import CheckpointId, Services, ServicesDep, SessionDep
 from api.downloads import object_response
 from api.errors import ApiError, ErrorResponse, error_responses
-from api.schemas import CheckpointList, CheckpointOut, MetricPage, MetricPointOut
+from api.schemas.artifacts import CheckpointList, CheckpointOut, MetricPage, MetricPointOut
 from core import experiments as service
 from core.ids import MAX_INT64
 from core.models import Checkpoint

@@ -20,7 +20,7 @@ from api.deps import (
 )
 from api.errors import check_cursor, error_responses, refused_as
 from api.idempotency import IdempotencyKeyHeader
-from api.schemas import ExperimentOut, ExperimentPage
+from api.schemas.experiments import ExperimentOut, ExperimentPage
 from core import experiments as service
 from core import registry
 from core.auth import Principal

@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
 from api.deps import ServicesDep
-from api.schemas import Health
+from api.schemas.health import Health
 
 router = APIRouter(tags=["health"])
 

@@ -16,7 +16,7 @@ from api.deps import PageAfter, PageLimit, ServicesDep, SessionDep, json_body, j
 from api.errors import ApiError, check_cursor, error_responses, refused_as
 from api.idempotency import IdempotencyKeyHeader
 from api.routes.experiments import actor_of
-from api.schemas import Progress
+from api.schemas.common import Progress
 from core.enums import ExperimentStatus
 from core.errors import BrokerUnavailable
 from core.ids import is_id

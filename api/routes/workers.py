@@ -17,7 +17,7 @@ from fastapi import Query
 from api.auth import project_router
 from api.deps import ServicesDep, SessionDep
 from api.errors import error_responses
-from api.schemas import RegisteredWorkerOut, WorkerList
+from api.schemas.workers import RegisteredWorkerOut, WorkerList
 from core import registry
 from core.enums import ResourceClass
 from core.repositories.workers import WorkerRepository

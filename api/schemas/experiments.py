@@ -1,4 +1,4 @@
-"""The API's response bodies (requests are specs, validated by ``learners.spec.parse_spec``)."""
+"""The bodies of ``/v1/experiments``: an experiment, its worker and lease, and pages of them."""
 
 from __future__ import annotations
 
@@ -7,25 +7,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from api.schemas.common import Progress
 from core.db import utcnow
-from core.enums import ExperimentStatus, ResourceClass
+from core.enums import ExperimentStatus
 from core.leases import max_restarts_of
-from core.models import Checkpoint, Experiment, MetricPointRow, WorkerRecord
+from core.models import Experiment
 from learners.api import Algorithm, Backend
-
-
-class Progress(BaseModel):
-    """How far the run has trained."""
-
-    step: int = Field(description="Environment steps taken so far (over all parallel envs).")
-    total_steps: int = Field(description="The budget in environment steps.")
-    fraction: float = Field(description="`step / total_steps`, between 0 and 1.")
-
-    @classmethod
-    def of(cls, step: int, total_steps: int) -> Progress:
-        """The progress of ``step`` out of ``total_steps`` (a fraction of 0 without a budget)."""
-        fraction = min(1.0, step / total_steps) if total_steps else 0.0
-        return cls(step=step, total_steps=total_steps, fraction=fraction)
 
 
 class LatestMetric(BaseModel):
@@ -175,128 +162,4 @@ class ExperimentPage(BaseModel):
     items: list[ExperimentOut]
     next_after: str | None = Field(
         description="Pass as `after` to get the next page; null on the last page."
-    )
-
-
-class MetricPointOut(BaseModel):
-    """One metric value."""
-
-    step: int = Field(description="Environment step it was measured at.")
-    wall_time: float = Field(description="Seconds since the Unix epoch when it was measured.")
-    name: str = Field(description="The metric's name, e.g. `eval/episode_return`.")
-    value: float | None = Field(description="The value; null when it was not finite (NaN, inf).")
-
-    @classmethod
-    def of(cls, row: MetricPointRow) -> MetricPointOut:
-        """The response for a database row."""
-        return cls(step=row.step, wall_time=row.wall_time, name=row.name, value=row.value)
-
-
-class MetricPage(BaseModel):
-    """Metric points ordered by step, then name. A page never splits one step's points."""
-
-    items: list[MetricPointOut]
-    next_after_step: int | None = Field(
-        description="Pass as `after_step` to get the next page; null on the last page."
-    )
-
-
-class CheckpointOut(BaseModel):
-    """A stored checkpoint of the run."""
-
-    id: str
-    step: int = Field(description="The environment step it was taken at.")
-    size_bytes: int
-    sha256: str = Field(description="Hex SHA-256 of the file (also its download's ETag).")
-    created_at: dt.datetime
-    eval_return: float | None = Field(
-        description="The run's `eval/episode_return` at this step; null when no evaluation was "
-        "taken at its step."
-    )
-    best: bool = Field(
-        description="The run's best checkpoint: the highest `eval_return` (the earliest of equal "
-        "ones); kept beside the newest `keep_last` when `checkpoint.keep_best` is on. Also at "
-        "`checkpoints/best/file`."
-    )
-
-    @classmethod
-    def of(cls, row: Checkpoint, best_id: str | None = None) -> CheckpointOut:
-        """The response for a database row (``best_id``: the run's best checkpoint)."""
-        return cls(
-            id=row.id,
-            step=row.step,
-            size_bytes=row.size_bytes,
-            sha256=row.sha256,
-            created_at=row.created_at,
-            eval_return=row.eval_return,
-            best=row.id == best_id,
-        )
-
-
-class CheckpointList(BaseModel):
-    """The run's kept checkpoints, oldest first."""
-
-    items: list[CheckpointOut]
-
-
-class Health(BaseModel):
-    """Liveness and readiness."""
-
-    status: str = Field(description="`ok`, or `unavailable` when a dependency is down.")
-    checks: dict[str, str] = Field(
-        default_factory=dict, description="Each dependency: `ok` or why it is not."
-    )
-
-
-class RegisteredWorkerOut(BaseModel):
-    """A worker of the registry, for one backend whose queues it consumes (a worker of several
-    backends is one item per backend). Only what the worker says about itself: never its
-    settings, URLs or environment."""
-
-    id: str = Field(description="The worker's name (`MARLFORGE_WORKER_NAME`, or `<host>-<pid>`).")
-    hostname: str = Field(description="The host it runs on.")
-    backend: Backend
-    resource_class: ResourceClass = Field(
-        description="`gpu` when it consumes the backend's GPU queue (`marlforge worker --gpu` on "
-        "a host whose framework sees a GPU), else `cpu`."
-    )
-    queues: list[str] = Field(
-        description="The broker queues of this backend it consumes, in the order it reads them "
-        "(a GPU worker's `<backend>-gpu` queue first)."
-    )
-    gpus: list[str] = Field(
-        description="The names of the GPUs the backend's framework sees there (`[]` for `cpu`)."
-    )
-    started_at: dt.datetime = Field(description="When the worker started.")
-    last_seen_at: dt.datetime = Field(description="Its latest heartbeat.")
-    live: bool = Field(
-        description="Seen within `MARLFORGE_WORKER_HEARTBEAT_STALE_S` (`stale_after_s`): it "
-        "takes runs. A worker that stopped cleanly has no row; one that was killed keeps a "
-        "stale row (`false`) for a day."
-    )
-
-    @classmethod
-    def of(cls, row: WorkerRecord, live_since: dt.datetime) -> RegisteredWorkerOut:
-        """The response for a database row; live when it was seen at or after ``live_since``."""
-        return cls(
-            id=row.id,
-            hostname=row.hostname,
-            backend=row.backend,
-            resource_class=row.resource_class,
-            queues=[str(q) for q in row.queues],
-            gpus=[str(g) for g in row.gpus],
-            started_at=row.started_at,
-            last_seen_at=row.last_seen_at,
-            live=row.last_seen_at >= live_since,
-        )
-
-
-class WorkerList(BaseModel):
-    """The workers the registry holds, by id and backend (not paged: a row per worker and
-    backend, and rows not seen for a day are deleted)."""
-
-    items: list[RegisteredWorkerOut]
-    stale_after_s: float = Field(
-        description="`MARLFORGE_WORKER_HEARTBEAT_STALE_S`: a worker not seen for this long is "
-        "not live."
     )
