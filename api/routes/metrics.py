@@ -9,12 +9,12 @@ from typing import Annotated, Literal
 
 from fastapi import Query
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, Field
 from starlette.responses import Response
 
 from api.auth import PrincipalDep, project_router
 from api.deps import SessionDep
 from api.errors import ApiError, FieldProblem, error_responses
+from api.schemas.metrics import Series, SeriesSet
 from core.ids import ID_PATTERN, is_id
 from core.repositories.event_stream import EventStreamRepository
 from core.repositories.series import Sample, SeriesRepository
@@ -25,29 +25,6 @@ router = project_router("/v1", ["metrics"])
 MAX_EXPERIMENTS = 20
 _ID = ID_PATTERN.strip("^$")
 DEFAULT_MAX_POINTS = 500
-
-
-class Series(BaseModel):
-    """One metric of one run, ordered by step (the two lists have the same length)."""
-
-    experiment_id: str
-    name: str
-    total_points: int = Field(
-        description="How many points the run reported (before shrinking); of a compacted run "
-        "(`compacted_at`), how many it kept."
-    )
-    steps: list[int] = Field(description="Environment steps.")
-    values: list[float | None] = Field(description="The values; null where not finite.")
-
-
-class SeriesSet(BaseModel):
-    """Series of several runs, and where to start their event streams to stay current."""
-
-    series: list[Series]
-    event_cursors: dict[str, int] = Field(
-        description="Per run: the newest event id before the points were read. Stream the run's "
-        "events after it (`?after=`) to receive every point added since (some again)."
-    )
 
 
 def _split(text: str | None) -> list[str]:

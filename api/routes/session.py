@@ -8,35 +8,15 @@ after seven days, and revoking the key ends it.
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, Field
 
 from api.auth import SESSION_COOKIE
 from api.deps import ServicesDep, SessionDep
 from api.errors import ApiError, error_responses
+from api.schemas.session import SessionOut, SignIn
 from core import auth
 from core.auth.service import SESSION_TTL
 
 router = APIRouter(prefix="/v1", tags=["session"])
-
-
-class SignIn(BaseModel):
-    """What the sign-in page sends."""
-
-    credential: str = Field(
-        min_length=1,
-        max_length=200,
-        description="An API key (`mfk_...`) or a one-time login token (`mfl_...`, from the "
-        "URL `marlforge up` prints).",
-    )
-
-
-class SessionOut(BaseModel):
-    """The signed-in identity."""
-
-    project: str = Field(description="The project's name.")
-    key_id: str
-    key_name: str
-    role: str = Field(description="`viewer`, `member` or `admin`.")
 
 
 @router.post(
