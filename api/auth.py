@@ -19,10 +19,10 @@ from fastapi import APIRouter, Depends, Request
 
 from api.deps import ServicesDep
 from api.errors import ApiError, error_responses
+from api.owned import owned_or_404
 from api.security import same_origin
 from core.auth import Principal, authenticate_key, authenticate_session
 from core.enums import Role
-from core.ids import is_id
 from core.repositories import ExperimentRepository
 
 SESSION_COOKIE = "marlforge_session"
@@ -98,11 +98,13 @@ def project_router(prefix: str, tags: Sequence[str | Enum]) -> APIRouter:
 
 def experiment_id_param(experiment_id: str, principal: PrincipalDep, services: ServicesDep) -> str:
     """An experiment id from the path, of the caller's project; anything else is not found."""
-    if is_id(experiment_id):
-        with services.session_factory() as session:
-            if ExperimentRepository(session).project_of(experiment_id) == principal.project_id:
-                return experiment_id
-    raise ApiError(404, "not_found", f"no experiment with id {experiment_id!r}")
+    with services.session_factory() as session:
+        experiments = ExperimentRepository(session)
+
+        def of_project(row_id: str, project_id: str) -> str | None:
+            return row_id if experiments.project_of(row_id) == project_id else None
+
+        return owned_or_404(of_project, "experiment", experiment_id, principal.project_id)
 
 
 ExperimentId = Annotated[str, Depends(experiment_id_param)]

@@ -12,6 +12,7 @@ from api.auth import ExperimentId, project_router
 from api.deps import CheckpointId, Services, ServicesDep, SessionDep
 from api.downloads import object_response
 from api.errors import ApiError, ErrorResponse, error_responses
+from api.owned import checkpoint_or_404
 from api.schemas.artifacts import CheckpointList, CheckpointOut, MetricPage, MetricPointOut
 from core import experiments as service
 from core.ids import MAX_INT64
@@ -141,9 +142,7 @@ def download_checkpoint(
     session: SessionDep,
     services: ServicesDep,
 ) -> Response:
-    row = CheckpointRepository(session).get(experiment_id, checkpoint_id)
-    if row is None:
-        raise ApiError(404, "not_found", f"no checkpoint {checkpoint_id!r} in {experiment_id}")
+    row = checkpoint_or_404(session, experiment_id, checkpoint_id)
     return _serve(experiment_id, row, request, session, services)
 
 

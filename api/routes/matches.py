@@ -13,10 +13,10 @@ from api.auth import PrincipalDep, project_router
 from api.deps import PageAfter, PageLimit, ServicesDep, SessionDep, json_body, json_request_body
 from api.downloads import whole_object
 from api.errors import ApiError, check_cursor, error_responses, refused_as
+from api.owned import owned_or_404
 from api.schemas.matches import MatchOut, MatchPage
 from core import matches as service
 from core.enums import MatchStatus
-from core.ids import is_id
 from core.models import Match
 from core.repositories.matches import MatchRepository
 
@@ -28,10 +28,7 @@ MatchId = Annotated[str, Path(description="The match's id.")]
 
 
 def _match(session: SessionDep, principal: PrincipalDep, match_id: MatchId) -> Match:
-    row = MatchRepository(session).get(match_id, principal.project_id) if is_id(match_id) else None
-    if row is None:
-        raise ApiError(404, "not_found", f"no match with id {match_id!r}")
-    return row
+    return owned_or_404(MatchRepository(session).get, "match", match_id, principal.project_id)
 
 
 MatchDep = Annotated[Match, Depends(_match)]

@@ -10,9 +10,9 @@ from api.auth import ExperimentId, project_router
 from api.deps import CheckpointId, ServicesDep
 from api.downloads import stat_or_error, whole_object
 from api.errors import ApiError, ErrorResponse, error_responses
+from api.owned import checkpoint_or_404
 from api.replays import ReplayError, ReplayFailure, ReplayRenderer
 from core.models import Checkpoint
-from core.repositories import CheckpointRepository
 
 router = project_router("/v1/experiments", ["artifacts"])
 
@@ -38,9 +38,7 @@ def _renderer(request: Request) -> ReplayRenderer:
 
 def _checkpoint(services: ServicesDep, experiment_id: str, checkpoint_id: str) -> Checkpoint:
     with services.session_factory() as session:
-        row = CheckpointRepository(session).get(experiment_id, checkpoint_id)
-    if row is None:
-        raise ApiError(404, "not_found", f"no checkpoint {checkpoint_id!r} in {experiment_id}")
+        row = checkpoint_or_404(session, experiment_id, checkpoint_id)
     stat_or_error(services.storage, row.path, f"checkpoint {checkpoint_id}")
     return row
 

@@ -11,12 +11,12 @@ from fastapi import Depends, Path, Query, Response
 from api import idempotency as idempotent
 from api.auth import PrincipalDep, project_router
 from api.deps import PageAfter, PageLimit, ServicesDep, SessionDep, json_body, json_request_body
-from api.errors import ApiError, check_cursor, error_responses, refused_as
+from api.errors import check_cursor, error_responses, refused_as
 from api.idempotency import IdempotencyKeyHeader
+from api.owned import owned_or_404
 from api.routes.experiments import actor_of
 from api.schemas.sweeps import SummaryOut, SweepOut, SweepPage
 from core.errors import BrokerUnavailable
-from core.ids import is_id
 from core.models import Sweep
 from core.quotas import check_project_limits, check_spec_bounds
 from core.repositories.sweeps import SweepRepository
@@ -32,10 +32,7 @@ SweepId = Annotated[str, Path(description="The sweep's id.")]
 
 
 def _sweep(session: SessionDep, principal: PrincipalDep, sweep_id: SweepId) -> Sweep:
-    row = SweepRepository(session).get(sweep_id, principal.project_id) if is_id(sweep_id) else None
-    if row is None:
-        raise ApiError(404, "not_found", f"no sweep with id {sweep_id!r}")
-    return row
+    return owned_or_404(SweepRepository(session).get, "sweep", sweep_id, principal.project_id)
 
 
 SweepDep = Annotated[Sweep, Depends(_sweep)]
