@@ -5,14 +5,16 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 EXTRAS := torch,tensorflow,mindspore,dev
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml examples/gridcoop/pyproject.toml | cksum | cut -d' ' -f1)
 
 .PHONY: install up test test-fast lint typecheck chromium benchmarks clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml examples/gridcoop/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
+	# The example environment plugin (docs/environments.md): the tests train it through the API.
+	$(BIN)/python -m pip install --quiet -e examples/gridcoop
 	rm -f $(VENV)/.installed-* && touch $@
 
 install: $(STAMP)

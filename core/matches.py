@@ -126,10 +126,10 @@ def env_spec(env: dict[str, Any]) -> EnvSpec:
 def _resolve_teams(session: Session, spec: MatchSpec, project_id: str) -> dict[str, Any]:
     """Each team's policy as stored: ``"random"`` or the checkpoint's identity; every problem
     found, as ``SpecError``."""
-    from learners.api import MPE_TEAMS, env_kwarg_errors, kwarg_errors, scenario_teams
+    from learners.api import MATCH_SCENARIOS, env_kwarg_errors, kwarg_errors, scenario_teams
 
-    if spec.env.id not in MPE_TEAMS:
-        known = ", ".join(MPE_TEAMS)
+    if spec.env.id not in MATCH_SCENARIOS:
+        known = ", ".join(MATCH_SCENARIOS)
         raise SpecError([FieldError("env.id", f"unknown mpe scenario {spec.env.id!r} ({known})")])
     match_env = env_spec(spec.env.model_dump(mode="json"))
     errors = kwarg_errors(EnvSuite.MPE, spec.env.id, spec.env.kwargs)

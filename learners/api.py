@@ -14,18 +14,20 @@ when a run asks for that backend.
 
 from __future__ import annotations
 
-from learners.admission.budget import Assessment, assess, env_kwarg_errors
+from learners.admission.budget import Assessment, assess, env_kwarg_errors, kwarg_ranges
 from learners.admission.envs import kwarg_errors, trains_on
 from learners.admission.match_fit import fit_errors
 from learners.admission.memory import MemoryEstimate
 from learners.admission.parse import parse_edit, parse_spec
-from learners.admission.schema import spec_json_schema
+from learners.admission.schema import kwargs_properties, spec_json_schema
 from learners.backends import GPU_BACKENDS, describe_device, gpu_names, resolve_device
-from learners.enums import Algorithm, Backend, Device, EnvEngine, EnvSuite
-from learners.envs.catalogue import MPE_TEAMS, env_ids, scenario_teams
+from learners.enums import ActionKind, Algorithm, Backend, Device, EnvEngine, EnvSuite
+from learners.envs.catalogue import env_ids, scenario_teams, suite, suites
+from learners.envs.suites.base import EnvEntry, KwargRange, Suite
+from learners.envs.suites.installed import ENTRY_POINT_GROUP, plugin_errors
 from learners.hooks import MetricPoint
-from learners.matches import RANDOM, play_match
-from learners.registry import ActionKind, AlgorithmEntry, entries
+from learners.matches import MATCH_SCENARIOS, RANDOM, play_match
+from learners.registry import AlgorithmEntry, entries
 from learners.replay import EXIT_NOT_INSTALLED
 from learners.spec import (
     MAX_TAG_LENGTH,
@@ -46,7 +48,8 @@ __all__ = [
     "EXIT_NOT_INSTALLED",
     "GPU_BACKENDS",
     "MAX_TAG_LENGTH",
-    "MPE_TEAMS",
+    "ENTRY_POINT_GROUP",
+    "MATCH_SCENARIOS",
     "NO_NUL",
     "RANDOM",
     "TAG_PATTERN",
@@ -57,15 +60,18 @@ __all__ = [
     "Backend",
     "Device",
     "EnvEngine",
+    "EnvEntry",
     "EnvSpec",
     "EnvSuite",
     "ExperimentSpec",
     "FieldError",
+    "KwargRange",
     "MemoryEstimate",
     "MetricPoint",
     "SpecEdit",
     "SpecEnvelope",
     "SpecError",
+    "Suite",
     "Text",
     "assess",
     "describe_device",
@@ -76,12 +82,17 @@ __all__ = [
     "fit_errors",
     "gpu_names",
     "kwarg_errors",
+    "kwarg_ranges",
+    "kwargs_properties",
     "parse_edit",
     "parse_spec",
     "play_match",
+    "plugin_errors",
     "resolve_device",
     "scenario_teams",
     "spec_json_schema",
+    "suite",
+    "suites",
     "train",
     "trains_on",
 ]

@@ -97,16 +97,20 @@ def env_info_from_json(data: Mapping[str, Any]) -> EnvInfo:
         action_low=bounds["action_low"],
         action_high=bounds["action_high"],
         max_episode_steps=data["max_episode_steps"],
+        groups=tuple(data.get("groups", ())),
+        action_dims=tuple(int(d) for d in data.get("action_dims", ())),
     )
 
 
 def same_env(manifest_env: Mapping[str, Any], info: EnvInfo) -> bool:
     """Whether a checkpoint's ``manifest.env`` describes the env ``info``, field for field. The
-    teams are compared only when the manifest records them: today they label the agents without
-    changing any tensor, so a checkpoint from before they were recorded resumes on its env."""
+    teams, groups and per-agent action sizes are compared only when the manifest records them:
+    they label the agents without changing any tensor, so a checkpoint from before they were
+    recorded resumes on its env."""
     current = env_info_to_json(info)
-    if "teams" not in manifest_env:
-        current.pop("teams")
+    for recorded_later in ("teams", "groups", "action_dims"):
+        if recorded_later not in manifest_env:
+            current.pop(recorded_later)
     return dict(manifest_env) == current
 
 

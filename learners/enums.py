@@ -26,10 +26,15 @@ class Backend(StrEnum):
 
 
 class EnvSuite(StrEnum):
-    """A family of environments with one adapter each."""
+    """The built-in families of environments, one suite each (``learners.envs.suites``). A spec's
+    ``env.suite`` may also name a suite an installed plugin registers."""
 
     GYMNASIUM = "gymnasium"
     MPE = "mpe"
+    SISL = "sisl"
+    MAMUJOCO = "mamujoco"
+    LBF = "lbf"
+    RWARE = "rware"
 
 
 class EnvEngine(StrEnum):
@@ -48,3 +53,10 @@ class Device(StrEnum):
     AUTO = "auto"
     CPU = "cpu"
     CUDA = "cuda"
+
+
+class ActionKind(StrEnum):
+    """The action spaces an algorithm can act in, and an environment offers."""
+
+    CONTINUOUS = "continuous"
+    DISCRETE = "discrete"

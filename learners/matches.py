@@ -34,6 +34,7 @@ from learners.envs.base import EnvInfo, Observation
 from learners.envs.catalogue import scenario_teams
 from learners.envs.factory import make_vec_env
 from learners.envs.scores import Scorer
+from learners.envs.suites.mpe import CLASSIC_MPE_ENVS
 from learners.envs.teams import team_members, team_returns
 
 if TYPE_CHECKING:
@@ -145,9 +146,15 @@ class _Seating:
             policy.end_episodes(ended)
 
 
+MATCH_SCENARIOS: tuple[str, ...] = CLASSIC_MPE_ENVS
+"""The mpe2 scenarios matches are played and scored on (those with opposing teams are
+competitive; ``learners.envs.scores`` reads their world state)."""
+
+
 def _check_teams(env: EnvSpec, teams: Mapping[str, TeamPolicy]) -> None:
-    if env.suite != EnvSuite.MPE:
-        raise ValueError(f"matches are played on mpe scenarios, not on {env.suite} envs")
+    if env.suite != EnvSuite.MPE or env.id not in MATCH_SCENARIOS:
+        scenarios = ", ".join(MATCH_SCENARIOS)
+        raise ValueError(f"matches are played on the mpe scenarios {scenarios}, not on {env.id}")
     expected = scenario_teams(env.suite, env.id)
     missing = [t for t in expected if t not in teams]
     unknown = [t for t in teams if t not in expected]

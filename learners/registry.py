@@ -19,14 +19,8 @@ from learners.algorithms.maddpg import MADDPGConfig
 from learners.algorithms.ppo import IPPOConfig, MAPPOConfig
 from learners.algorithms.wqmix import WQMIXConfig
 from learners.config import AlgorithmConfig
-from learners.enums import Algorithm, Backend, EnvSuite
-
-
-class ActionKind(StrEnum):
-    """The action spaces an algorithm can act in."""
-
-    CONTINUOUS = "continuous"
-    DISCRETE = "discrete"
+from learners.enums import ActionKind, Algorithm, Backend
+from learners.envs.suites.installed import suites as installed_suites
 
 
 class RunnerKind(StrEnum):
@@ -45,7 +39,8 @@ class AlgorithmEntry:
     summary: str
     config: type[AlgorithmConfig]
     multi_agent: bool
-    suites: frozenset[EnvSuite]
+    """Whether it trains several agents: it trains on the multi-agent suites (every installed one
+    but Gymnasium) if so, on the single-agent ones if not."""
     action_kinds: frozenset[ActionKind]
     runner: RunnerKind
     # backend -> "module:Class" of the learner; a backend appears here only once it is built.
@@ -55,19 +50,25 @@ class AlgorithmEntry:
     team is refused: it would train on a mean over opponents that no team maximises."""
     env_defaults: dict[str, dict[str, Any]] = field(default_factory=dict)
     """What a spec that leaves ``env.num_envs`` or an ``env.kwargs`` entry out gets, keyed like a
-    config's ``env_defaults`` (an env id, or ``suite:*``): the settings ``docs/algorithms.md``
-    measured the algorithm with, so that a spec without them trains as the tables did."""
+    config's ``env_defaults`` (an env id, ``suite:*``, or ``*`` for every suite): the settings
+    ``docs/algorithms.md`` measured the algorithm with, so that a spec without them trains as the
+    tables did."""
 
-    def env_defaults_for(self, suite: EnvSuite | str, env_id: str) -> dict[str, Any]:
+    def env_defaults_for(self, suite: str, env_id: str) -> dict[str, Any]:
         """``{"num_envs": ..., "kwargs": {...}}`` as far as the algorithm sets them on ``env_id``
         (an exact id's entries over the suite's)."""
-        wide = self.env_defaults.get(f"{suite}:*", {})
+        wide = {**self.env_defaults.get("*", {}), **self.env_defaults.get(f"{suite}:*", {})}
         exact = self.env_defaults.get(env_id, {})
         merged: dict[str, Any] = {**wide, **exact}
         kwargs = {**wide.get("kwargs", {}), **exact.get("kwargs", {})}
         if kwargs:
             merged["kwargs"] = kwargs
         return merged
+
+    @property
+    def suites(self) -> frozenset[str]:
+        """The installed suites it trains on (``multi_agent`` decides)."""
+        return frozenset(s.name for s in installed_suites() if s.multi_agent == self.multi_agent)
 
     @property
     def backends(self) -> frozenset[Backend]:
@@ -106,7 +107,6 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         "and Gaussian exploration noise.",
         config=DDPGConfig,
         multi_agent=False,
-        suites=frozenset({EnvSuite.GYMNASIUM}),
         action_kinds=frozenset({ActionKind.CONTINUOUS}),
         runner=RunnerKind.OFF_POLICY,
         learners=_built("ddpg", "DDPG", *Backend),
@@ -121,12 +121,14 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         "independent DDPG learners (the paper's DDPG baseline).",
         config=MADDPGConfig,
         multi_agent=True,
-        suites=frozenset({EnvSuite.MPE}),
         action_kinds=frozenset({ActionKind.CONTINUOUS, ActionKind.DISCRETE}),
         runner=RunnerKind.OFF_POLICY,
         learners=_built("maddpg", "MADDPG", *Backend),
         # Benchmarked with continuous actions (docs/algorithms.md), so that is what a spec gets.
-        env_defaults={"mpe:*": {"num_envs": _MPE_ENVS, "kwargs": {"continuous_actions": True}}},
+        env_defaults={
+            "*": {"num_envs": _MPE_ENVS},
+            "mpe:*": {"kwargs": {"continuous_actions": True}},
+        },
     ),
     Algorithm.IPPO: AlgorithmEntry(
         algorithm=Algorithm.IPPO,
@@ -136,11 +138,10 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         "shared parameters with one-hot agent ids by default, optional GRU memory.",
         config=IPPOConfig,
         multi_agent=True,
-        suites=frozenset({EnvSuite.MPE}),
         action_kinds=frozenset({ActionKind.CONTINUOUS, ActionKind.DISCRETE}),
         runner=RunnerKind.ON_POLICY,
         learners=_built("ppo", "PPO", *Backend),
-        env_defaults={"mpe:*": {"num_envs": _MPE_ENVS}},
+        env_defaults={"*": {"num_envs": _MPE_ENVS}},
     ),
     Algorithm.MAPPO: AlgorithmEntry(
         algorithm=Algorithm.MAPPO,
@@ -150,11 +151,10 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         "a Huber value loss; shared parameters with one-hot agent ids by default, optional GRU.",
         config=MAPPOConfig,
         multi_agent=True,
-        suites=frozenset({EnvSuite.MPE}),
         action_kinds=frozenset({ActionKind.CONTINUOUS, ActionKind.DISCRETE}),
         runner=RunnerKind.ON_POLICY,
         learners=_built("ppo", "PPO", *Backend),
-        env_defaults={"mpe:*": {"num_envs": _MPE_ENVS}},
+        env_defaults={"*": {"num_envs": _MPE_ENVS}},
     ),
     Algorithm.WQMIX: AlgorithmEntry(
         algorithm=Algorithm.WQMIX,
@@ -165,12 +165,11 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         "actions; optional GRU agents trained on whole episodes.",
         config=WQMIXConfig,
         multi_agent=True,
-        suites=frozenset({EnvSuite.MPE}),
         action_kinds=frozenset({ActionKind.DISCRETE}),
         runner=RunnerKind.OFF_POLICY,
         learners=_built("wqmix", "WQMIX", *Backend),
         one_team=True,
-        env_defaults={"mpe:*": {"num_envs": _MPE_ENVS}},
+        env_defaults={"*": {"num_envs": _MPE_ENVS}},
     ),
 }
 

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from learners.config import AlgorithmConfig
-from learners.enums import Algorithm, Backend, Device, EnvEngine, EnvSuite
+from learners.enums import Algorithm, Backend, Device, EnvEngine
 from learners.registry import entry
 
 
@@ -83,8 +83,10 @@ class EnvSpec(BaseModel):  # type: ignore[no-redef]
 
     model_config = _STRICT
 
-    suite: EnvSuite
-    """The environment family: ``gymnasium`` or ``mpe`` (mpe2, PettingZoo parallel API)."""
+    suite: str = Field(min_length=1, max_length=40, pattern=r"^[a-z][a-z0-9_]*$")
+    """The environment suite: a built-in one (``gymnasium``, ``mpe``, ``sisl``, ``mamujoco``,
+    ``lbf``, ``rware``) or one an installed plugin registers (``GET /v1/environments`` lists
+    them)."""
     id: str = Field(min_length=1, max_length=100)
     """The environment id, e.g. ``Pendulum-v1`` or ``simple_spread_v3``."""
     num_envs: int = Field(default=1, ge=1, le=MAX_VECTOR_ENVS)

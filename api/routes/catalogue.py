@@ -12,10 +12,10 @@ from learners.api import (
     ActionKind,
     AlgorithmEntry,
     Backend,
-    EnvSuite,
     entries,
     env_ids,
     scenario_teams,
+    suite,
     trains_on,
 )
 
@@ -25,13 +25,17 @@ router = APIRouter(prefix="/v1", tags=["catalogue"])
 class EnvironmentOut(BaseModel):
     """An environment an algorithm trains on, and what changes when it is picked."""
 
-    suite: EnvSuite
+    suite: str
     id: str
     teams: list[str] = Field(
         description="The sides its agents play on, in agent order (mpe2 names them: `adversary` "
         "against `agent` in the competitive scenarios; `agent` alone in cooperative ones and "
         "Gymnasium). A scenario with several teams reports `train/episode_return/<team>` and "
         "`eval/episode_return/<team>` beside the returns over all agents."
+    )
+    groups: list[str] = Field(
+        description="Each agent's group, in agent order: agents of one group share observation "
+        "and action spaces (`GET /v1/environments` says more about each env)."
     )
     env_kwargs: dict[str, Any] = Field(
         description="Constructor arguments the algorithm needs on this env (e.g. mpe2's "
@@ -62,7 +66,7 @@ class AlgorithmOut(BaseModel):
         "another is refused)."
     )
     all_backends: list[Backend] = Field(description="Every backend MARLForge knows.")
-    suites: list[EnvSuite] = Field(description="The environment suites it trains on.")
+    suites: list[str] = Field(description="The installed environment suites it trains on.")
     environments: list[EnvironmentOut] = Field(description="Every environment it trains on.")
     hyperparameters: dict[str, Any] = Field(
         description="JSON Schema of its hyperparameters: each property's `description` is the "
@@ -70,28 +74,30 @@ class AlgorithmOut(BaseModel):
     )
 
 
-def _kwargs(algo: AlgorithmEntry, suite: EnvSuite) -> dict[str, Any]:
+def _kwargs(algo: AlgorithmEntry, suite_name: str, env_id: str) -> dict[str, Any]:
     # mpe2 picks discrete or continuous actions by a constructor flag; the default is discrete.
-    if suite == EnvSuite.MPE and ActionKind.DISCRETE not in algo.action_kinds:
-        return {"continuous_actions": True}
+    flag = suite(suite_name).action_kind_field(env_id)
+    if flag is not None and ActionKind.DISCRETE not in algo.action_kinds:
+        return {flag: True}
     return {}
 
 
 def _environments(algo: AlgorithmEntry) -> list[EnvironmentOut]:
     out = []
-    for suite in sorted(algo.suites):
-        for env_id in env_ids(suite):
-            if not trains_on(algo, suite, env_id):
+    for suite_name in sorted(algo.suites):
+        for env_id in env_ids(suite_name):
+            if not trains_on(algo, suite_name, env_id):
                 continue
-            defaults = algo.config.resolve(suite, env_id, {}).model_dump(mode="json")
+            defaults = algo.config.resolve(suite_name, env_id, {}).model_dump(mode="json")
             out.append(
                 EnvironmentOut(
-                    suite=suite,
+                    suite=suite_name,
                     id=env_id,
-                    teams=list(scenario_teams(suite, env_id)),
-                    env_kwargs=_kwargs(algo, suite),
+                    teams=list(scenario_teams(suite_name, env_id)),
+                    groups=list(dict.fromkeys(suite(suite_name).entry(env_id).groups)),
+                    env_kwargs=_kwargs(algo, suite_name, env_id),
                     hyperparameter_defaults=defaults,
-                    env_defaults=algo.env_defaults_for(suite, env_id),
+                    env_defaults=algo.env_defaults_for(suite_name, env_id),
                 )
             )
     return out

@@ -25,8 +25,9 @@ from typing import Any
 
 from learners.admission.memory import MemoryEstimate, estimate_memory
 from learners.enums import EnvEngine, EnvSuite
-from learners.envs.catalogue import constructor_parameters
-from learners.envs.shapes import EnvShape, env_shape
+from learners.envs.catalogue import constructor_parameters, env_shape, suite
+from learners.envs.shapes import EnvShape
+from learners.envs.suites.base import KwargRange
 from learners.spec import MAX_VECTOR_ENVS, EnvSpec, ExperimentSpec, FieldError
 
 MAX_AGENTS = 32
@@ -53,18 +54,6 @@ MAX_ACTION_DIM = 64
 
 
 @dataclass(frozen=True)
-class KwargRange:
-    """An integer constructor argument's allowed range; ``null`` passes where it is the default
-    (mpe2's neighbour counts: full observability)."""
-
-    kwarg: str
-    low: int
-    high: int
-    unit: str
-    """What the number counts, for the reason: ``agents``, ``steps per episode``."""
-
-
-@dataclass(frozen=True)
 class MPEScenario:
     """The count arguments of an mpe2 scenario and how they make its agent count."""
 
@@ -86,6 +75,36 @@ MPE_SCENARIOS: dict[str, MPEScenario] = {
         "N + 1",
     ),
     "simple_push_v3": MPEScenario((), lambda c: 2, "2"),
+    "simple_v3": MPEScenario((), lambda c: 1, "1"),
+    "simple_speaker_listener_v4": MPEScenario((), lambda c: 2, "2"),
+    "simple_reference_v3": MPEScenario((), lambda c: 2, "2"),
+    "simple_crypto_v3": MPEScenario((), lambda c: 3, "3"),
+    "simple_formation_v1": MPEScenario(
+        (KwargRange("N", 1, MAX_AGENTS, "agents"),), lambda c: c["N"], "N"
+    ),
+    "simple_line_v1": MPEScenario(
+        (KwargRange("N", 1, MAX_AGENTS, "agents"),), lambda c: c["N"], "N"
+    ),
+    "simple_world_comm_v3": MPEScenario(
+        (
+            KwargRange("num_good", 1, MAX_AGENTS - 1, "good agents"),
+            KwargRange("num_adversaries", 1, MAX_AGENTS - 1, "adversaries (the leader among them)"),
+            KwargRange("num_obstacles", 0, MAX_LANDMARKS, "obstacles"),
+            KwargRange("num_food", 0, MAX_LANDMARKS, "food landmarks"),
+            KwargRange("num_forests", 0, MAX_LANDMARKS, "forests"),
+        ),
+        lambda c: c["num_good"] + c["num_adversaries"],
+        "num_good + num_adversaries",
+    ),
+    "collect_treasure_v1": MPEScenario(
+        (
+            KwargRange("num_collectors", 1, MAX_AGENTS - 1, "collectors"),
+            KwargRange("num_deposits", 1, MAX_AGENTS - 1, "deposits"),
+            KwargRange("num_treasures", 1, MAX_LANDMARKS, "treasures"),
+        ),
+        lambda c: c["num_collectors"] + c["num_deposits"],
+        "num_collectors + num_deposits",
+    ),
     "simple_tag_v3": MPEScenario(
         (
             KwargRange("num_good", 1, MAX_AGENTS - 1, "good agents"),
@@ -163,11 +182,13 @@ def _agent_count_errors(env: EnvSpec, scenario: MPEScenario) -> list[FieldError]
 def env_kwarg_errors(env: EnvSpec) -> list[FieldError]:
     """The env's count and size arguments past their bounds (checked before anything is built)."""
     params = constructor_parameters(env.suite, env.id)
+    errors: list[FieldError] = []
+    ranges: tuple[KwargRange, ...] = suite(env.suite).ranges(env.id)
     if env.suite == EnvSuite.MPE:
         errors = _agent_count_errors(env, MPE_SCENARIOS[env.id])
         ranges = MPE_RANGES
-    else:
-        errors, ranges = [], MUJOCO_RANGES
+    elif env.suite == EnvSuite.GYMNASIUM:
+        ranges = MUJOCO_RANGES
     for rule in ranges:
         if rule.kwarg in params and (error := _range_error(env, rule)) is not None:
             errors.append(error)
@@ -176,7 +197,7 @@ def env_kwarg_errors(env: EnvSpec) -> list[FieldError]:
 
 def shape_errors(env: EnvSpec, shape: EnvShape) -> list[FieldError]:
     """The bounds on what the env's kwargs make: sizes per agent, and copies times agents."""
-    size_field = "env.kwargs" if env.suite == EnvSuite.MPE else "env.id"
+    size_field = "env.id" if env.suite == EnvSuite.GYMNASIUM else "env.kwargs"
     errors = []
     if shape.obs_dim > MAX_OBS_DIM:
         reason = f"at most {MAX_OBS_DIM:,} observation features per agent (got {shape.obs_dim:,})"
@@ -207,13 +228,15 @@ def _engine_name(env: EnvSpec) -> str:
     return "mpe2 engine" if env.suite == EnvSuite.MPE else f"{env.suite} suite"
 
 
-def kwarg_ranges(suite: EnvSuite, env_id: str) -> list[KwargRange]:
+def kwarg_ranges(suite_name: str, env_id: str) -> list[KwargRange]:
     """The bounded constructor arguments of an env (the published spec schema states them)."""
-    params = constructor_parameters(suite, env_id)
-    if suite == EnvSuite.MPE:
+    params = constructor_parameters(suite_name, env_id)
+    if suite_name == EnvSuite.MPE:
         ranges = [*MPE_SCENARIOS[env_id].counts, *MPE_RANGES]
-    else:
+    elif suite_name == EnvSuite.GYMNASIUM:
         ranges = list(MUJOCO_RANGES)
+    else:
+        ranges = list(suite(suite_name).ranges(env_id))
     return [rule for rule in ranges if rule.kwarg in params]
 
 

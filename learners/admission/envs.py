@@ -13,34 +13,55 @@ from collections.abc import Mapping
 from typing import Any
 
 from learners.admission.budget import env_kwarg_errors
-from learners.enums import EnvEngine, EnvSuite
-from learners.envs.catalogue import (
-    GYMNASIUM_ENVS,
-    MPE_ENVS,
-    RESERVED_KWARGS,
-    action_kind,
-    constructor_parameters,
-    env_ids,
-    scenario_teams,
-)
-from learners.registry import ActionKind, AlgorithmEntry, entries
+from learners.enums import ActionKind, EnvEngine, EnvSuite
+from learners.envs.catalogue import suite, suite_names
+from learners.envs.suites.base import Suite
+from learners.envs.suites.mpe import CLASSIC_MPE_ENVS
+from learners.registry import AlgorithmEntry, entries
 from learners.spec import EnvSpec, FieldError
 
 
-def trains_on(algo_entry: AlgorithmEntry, suite: EnvSuite, env_id: str) -> bool:
-    """Whether ``algo_entry`` trains on the catalogued ``env_id`` of one of its suites with some
-    kwargs: an action kind it acts in (mpe2 offers both) and teams it can learn for."""
-    if suite == EnvSuite.GYMNASIUM and GYMNASIUM_ENVS[env_id] not in algo_entry.action_kinds:
+def _teams(env_suite: Suite, env_id: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(env_suite.entry(env_id).teams))
+
+
+def trains_on(algo_entry: AlgorithmEntry, suite_name: str, env_id: str) -> bool:
+    """Whether ``algo_entry`` trains on ``env_id`` of an installed suite with some kwargs: a suite
+    of its kind (single- or multi-agent), an action kind it acts in and teams it can learn for."""
+    env_suite = suite(suite_name)
+    if env_suite.multi_agent != algo_entry.multi_agent:
         return False
-    return not (algo_entry.one_team and len(scenario_teams(suite, env_id)) > 1)
+    if not env_suite.entry(env_id).action_kinds & algo_entry.action_kinds:
+        return False
+    return not (algo_entry.one_team and len(_teams(env_suite, env_id)) > 1)
 
 
-def _team_errors(suite: EnvSuite, env_id: str, algo_entry: AlgorithmEntry) -> list[FieldError]:
-    teams = scenario_teams(suite, env_id)
+def suite_errors(suite_name: str, algo_entry: AlgorithmEntry) -> list[FieldError]:
+    """Why ``algo_entry`` cannot train in ``suite_name``: no such suite is installed, or it is
+    of the other kind (single- or multi-agent)."""
+    if suite_name not in suite_names():
+        known = ", ".join(suite_names())
+        return [FieldError("env.suite", f"no environment suite {suite_name!r} (known: {known})")]
+    if suite(suite_name).multi_agent == algo_entry.multi_agent:
+        return []
+    supported = ", ".join(sorted(algo_entry.suites))
+    return [
+        FieldError(
+            "env.suite",
+            f"{algo_entry.algorithm} does not train on {suite_name} environments "
+            f"(supported: {supported})",
+        )
+    ]
+
+
+def _team_errors(env_suite: Suite, env_id: str, algo_entry: AlgorithmEntry) -> list[FieldError]:
+    teams = _teams(env_suite, env_id)
     if not algo_entry.one_team or len(teams) == 1:
         return []
-    cooperative = [i for i in env_ids(suite) if len(scenario_teams(suite, i)) == 1]
-    others = [str(e.algorithm).upper() for e in entries() if suite in e.suites and not e.one_team]
+    cooperative = [i for i in env_suite.ids() if len(_teams(env_suite, i)) == 1]
+    others = [
+        str(e.algorithm).upper() for e in entries() if env_suite.name in e.suites and not e.one_team
+    ]
     name = str(algo_entry.algorithm).upper()
     count = {2: "two", 3: "three"}.get(len(teams), str(len(teams)))
     reason = (
@@ -87,17 +108,18 @@ def _shown(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
-def kwarg_errors(suite: EnvSuite, env_id: str, kwargs: Mapping[str, Any]) -> list[FieldError]:
+def kwarg_errors(suite_name: str, env_id: str, kwargs: Mapping[str, Any]) -> list[FieldError]:
     """Every reason ``kwargs`` cannot be given to the catalogued ``env_id``'s constructor (an
     unknown or reserved name, a value of the wrong type); empty when they can."""
-    params = constructor_parameters(suite, env_id)
+    env_suite = suite(suite_name)
+    params, reserved = env_suite.parameters(env_id), env_suite.reserved
     errors = []
     for name, value in kwargs.items():
         field = f"env.kwargs.{name}"
-        if name in RESERVED_KWARGS:
-            errors.append(FieldError(field, RESERVED_KWARGS[name]))
+        if name in reserved:
+            errors.append(FieldError(field, reserved[name]))
         elif name not in params:
-            takes = ", ".join(sorted(n for n in params if n not in RESERVED_KWARGS))
+            takes = ", ".join(sorted(n for n in params if n not in reserved)) or "none"
             errors.append(
                 FieldError(field, f"{env_id} takes no argument {name!r} (it takes: {takes})")
             )
@@ -107,35 +129,40 @@ def kwarg_errors(suite: EnvSuite, env_id: str, kwargs: Mapping[str, Any]) -> lis
 
 
 def validate_env(
-    suite: EnvSuite, env_id: str, kwargs: Mapping[str, Any], algo_entry: AlgorithmEntry
+    suite_name: str, env_id: str, kwargs: Mapping[str, Any], algo_entry: AlgorithmEntry
 ) -> list[FieldError]:
     """Every reason the env part of a spec cannot run with ``algo_entry``; empty when it can."""
-    if env_id not in env_ids(suite):
-        known = ", ".join(env_ids(suite))
-        return [FieldError("env.id", f"unknown {suite} environment {env_id!r} (known: {known})")]
-    errors = _team_errors(suite, env_id, algo_entry)
-    bad_kwargs = kwarg_errors(suite, env_id, kwargs)
+    if suite_name not in suite_names():
+        return []  # suite_errors names it
+    env_suite = suite(suite_name)
+    if env_id not in env_suite.ids():
+        known = ", ".join(env_suite.ids())
+        reason = f"unknown {suite_name} environment {env_id!r} (known: {known})"
+        return [FieldError("env.id", reason)]
+    if env_suite.multi_agent != algo_entry.multi_agent:
+        return kwarg_errors(suite_name, env_id, kwargs)  # suite_errors names the mismatch
+    errors = _team_errors(env_suite, env_id, algo_entry)
+    bad_kwargs = kwarg_errors(suite_name, env_id, kwargs)
     if bad_kwargs:
         return errors + bad_kwargs
-    kind = action_kind(suite, env_id, kwargs)
+    kind = env_suite.action_kind(env_id, kwargs)
     if kind not in algo_entry.action_kinds:
-        needs = " or ".join(sorted(algo_entry.action_kinds))
-        if suite == EnvSuite.MPE:
-            flag = "true" if ActionKind.CONTINUOUS in algo_entry.action_kinds else "false"
-            errors.append(
-                FieldError(
-                    "env.kwargs.continuous_actions",
-                    f"{algo_entry.algorithm} needs {needs} actions: "
-                    f"set continuous_actions to {flag}",
-                )
-            )
-        else:
-            errors.append(
-                FieldError(
-                    "env.id", f"{algo_entry.algorithm} needs {needs} actions; {env_id} has {kind}"
-                )
-            )
+        errors.append(_action_kind_error(env_suite, env_id, kind, algo_entry))
     return errors
+
+
+def _action_kind_error(
+    env_suite: Suite, env_id: str, kind: ActionKind, algo_entry: AlgorithmEntry
+) -> FieldError:
+    needs = " or ".join(sorted(algo_entry.action_kinds))
+    flag = env_suite.action_kind_field(env_id)
+    if flag is not None:
+        value = "true" if ActionKind.CONTINUOUS in algo_entry.action_kinds else "false"
+        reason = f"{algo_entry.algorithm} needs {needs} actions: set {flag} to {value}"
+        return FieldError(f"env.kwargs.{flag}", reason)
+    return FieldError(
+        "env.id", f"{algo_entry.algorithm} needs {needs} actions; {env_id} has {kind}"
+    )
 
 
 def engine_errors(env_spec: EnvSpec) -> list[FieldError]:
@@ -147,7 +174,15 @@ def engine_errors(env_spec: EnvSpec) -> list[FieldError]:
     if env_spec.suite != EnvSuite.MPE:
         reason = f"the vector engine steps mpe scenarios only, not {env_spec.suite} envs"
         return [FieldError("env.engine", f"{reason}: leave env.engine out or set it to mpe2")]
-    if env_spec.id not in MPE_ENVS or kwarg_errors(env_spec.suite, env_spec.id, env_spec.kwargs):
+    if env_spec.id not in suite(env_spec.suite).ids():
+        return []  # validate_env names it
+    if env_spec.id not in CLASSIC_MPE_ENVS:
+        reason = (
+            f"the vector engine models {', '.join(CLASSIC_MPE_ENVS)}, not {env_spec.id}: leave "
+            "env.engine out or set it to mpe2"
+        )
+        return [FieldError("env.engine", reason)]
+    if kwarg_errors(env_spec.suite, env_spec.id, env_spec.kwargs):
         return []
     # Counts past their bounds (N=5000) are refused by name by learners.admission.budget;
     # building the scenario first would pair every body with every other (minutes, gigabytes).

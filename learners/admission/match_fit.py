@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from learners.enums import EnvSuite
 from learners.envs.base import EnvInfo
-from learners.envs.catalogue import scenario_teams
-from learners.envs.shapes import env_shape
+from learners.envs.catalogue import env_shape, scenario_teams, suite
+from learners.envs.suites.mpe import CLASSIC_MPE_ENVS
 from learners.spec import EnvSpec
 
 
@@ -28,7 +28,7 @@ class _Seats:
 
 
 def _seats(env: EnvSpec) -> _Seats:
-    if env.suite == EnvSuite.MPE:
+    if env.suite == EnvSuite.MPE and env.id in CLASSIC_MPE_ENVS:
         info = _scenario_info(env.id, json.dumps(dict(env.kwargs), sort_keys=True))
         return _Seats(
             info.teams,
@@ -38,7 +38,12 @@ def _seats(env: EnvSpec) -> _Seats:
             info.action_dim,
         )
     shape = env_shape(env.suite, env.id, env.kwargs)
-    return _Seats(("agent",), (shape.obs_dim,), shape.obs_dim, shape.discrete, shape.action_dim)
+    teams = suite(env.suite).teams(env.id, env.kwargs)
+    if len(teams) != shape.num_agents:
+        teams = ("agent",) * shape.num_agents
+    return _Seats(
+        teams, (shape.obs_dim,) * shape.num_agents, shape.obs_dim, shape.discrete, shape.action_dim
+    )
 
 
 @functools.lru_cache(maxsize=64)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from learners.allocation import F32, plan
 from learners.enums import Backend, EnvEngine, EnvSuite
+from learners.envs.catalogue import suite
 from learners.envs.factory import default_workers
 from learners.envs.shapes import EnvShape
 from learners.spec import MAX_EVAL_ENVS, ExperimentSpec
@@ -86,10 +87,8 @@ BACKENDS: dict[Backend, BackendMemory] = {
         copies_broadcast=True,
     ),
 }
-# One env copy, measured as RSS growth over 16-64 stepped copies: an mpe2 copy holds a 700x700
-# pygame surface (1.9 MiB at 3 agents, 2.3 at 32); a MuJoCo copy 1.1 MiB; Pendulum next to nothing.
-COPY_MIB: dict[str, float] = {"Pendulum-v1": 0.1, "HalfCheetah-v5": 1.5, "Hopper-v5": 1.5}
-MPE_COPY_MIB = 2.5
+# One env copy's memory is its suite's ``copy_mib`` (measured there as RSS growth over stepped
+# copies).
 VECTOR_COPY_KIB_PER_AGENT_PAIR = 0.5
 """A vector-engine copy: its entities' arrays and the step's pairwise (agent x entity) temporaries,
 measured as RSS growth over 4,096 stepped copies of simple_spread (3.4 KiB at 3 agents, 17.9 at
@@ -139,7 +138,7 @@ def _env_mib(spec: ExperimentSpec, shape: EnvShape, cpus: int) -> float:
     if vector:
         per_copy = max(4.0, VECTOR_COPY_KIB_PER_AGENT_PAIR * n * n) / 1024
     else:
-        per_copy = MPE_COPY_MIB if env.suite == EnvSuite.MPE else COPY_MIB[env.id]
+        per_copy = suite(env.suite).copy_mib(env.id, env.kwargs)
     avail = shape.action_dim if shape.discrete else 0
     # StepBuffers: two sets of obs, final obs, masks and states per copy.
     arrays = copies * F32 * (6 * n * d + 4 * s + 4 * n * avail + 8 * n)

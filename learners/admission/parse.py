@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from learners.admission.envs import engine_errors, validate_env
+from learners.admission.envs import engine_errors, suite_errors, validate_env
 from learners.backends import GPU_BACKENDS
 from learners.enums import Device, EnvEngine, EnvSuite
 from learners.registry import AlgorithmEntry, entry
@@ -130,14 +130,7 @@ def parse_spec(data: Mapping[str, Any]) -> ExperimentSpec:
         )
     errors.extend(_device_errors(envelope))
     envelope = _with_default_engine(_with_env_defaults(envelope, algo))
-    if envelope.env.suite not in algo.suites:
-        errors.append(
-            FieldError(
-                "env.suite",
-                f"{envelope.algorithm} does not train on {envelope.env.suite} environments "
-                f"(supported: {', '.join(sorted(algo.suites))})",
-            )
-        )
+    errors.extend(suite_errors(envelope.env.suite, algo))
     errors.extend(validate_env(envelope.env.suite, envelope.env.id, envelope.env.kwargs, algo))
     errors.extend(engine_errors(envelope.env))
 

@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import copy
 import inspect
+import math
 from typing import Any
 
 from learners.admission.budget import kwarg_ranges
 from learners.admission.envs import trains_on
-from learners.enums import Backend, EnvSuite
-from learners.envs.catalogue import RESERVED_KWARGS, constructor_parameters, env_ids
-from learners.registry import ActionKind, AlgorithmEntry, entries
-from learners.spec import NO_NUL, EnvSpec, SpecEnvelope
+from learners.enums import ActionKind, Backend, EnvSuite
+from learners.envs.catalogue import Suite, suites
+from learners.envs.suites.mpe import CLASSIC_MPE_ENVS
+from learners.registry import AlgorithmEntry, entries
+from learners.spec import MAX_VECTOR_ENVS, NO_NUL, EnvSpec, SpecEnvelope
 
 Schema = dict[str, Any]
 
@@ -71,11 +73,11 @@ def _variant(envelope: Schema, algo: AlgorithmEntry, config: Schema) -> Schema:
     }
     properties["env"] = {
         "oneOf": [
-            _env_variant(suite, env_id, algo)
-            for suite in EnvSuite
-            if suite in algo.suites
-            for env_id in env_ids(suite)
-            if trains_on(algo, suite, env_id)
+            _env_variant(env_suite, env_id, algo)
+            for env_suite in suites()
+            if env_suite.name in algo.suites
+            for env_id in env_suite.ids()
+            if trains_on(algo, env_suite.name, env_id)
         ],
         "description": "The environment (one of those this algorithm trains on).",
     }
@@ -89,17 +91,9 @@ def _variant(envelope: Schema, algo: AlgorithmEntry, config: Schema) -> Schema:
     return variant
 
 
-def _env_variant(suite: EnvSuite, env_id: str, algo: AlgorithmEntry) -> Schema:
+def _env_variant(env_suite: Suite, env_id: str, algo: AlgorithmEntry) -> Schema:
     env = EnvSpec.model_json_schema()
-    kwargs: Schema = {}
-    for name, param in constructor_parameters(suite, env_id).items():
-        if name not in RESERVED_KWARGS:
-            kwargs[name] = _kwarg_schema(param.default)
-    for rule in kwarg_ranges(suite, env_id):
-        bounded = {"type": "integer", "minimum": rule.low, "maximum": rule.high}
-        if constructor_parameters(suite, env_id)[rule.kwarg].default is None:
-            bounded = {"anyOf": [bounded, {"type": "null"}]}
-        kwargs[rule.kwarg] = {**bounded, "description": f"{rule.low} to {rule.high} {rule.unit}"}
+    kwargs = kwargs_properties(env_suite, env_id)
     kwargs_schema: Schema = {
         "type": "object",
         "properties": kwargs,
@@ -107,25 +101,70 @@ def _env_variant(suite: EnvSuite, env_id: str, algo: AlgorithmEntry) -> Schema:
         "description": env["properties"]["kwargs"].get("description", ""),
     }
     required = ["suite", "id"]
-    if suite == EnvSuite.MPE and len(algo.action_kinds) == 1:
+    flag = env_suite.action_kind_field(env_id)
+    if flag is not None and len(algo.action_kinds) == 1:
         continuous = ActionKind.CONTINUOUS in algo.action_kinds
-        kwargs["continuous_actions"] = {"const": continuous}
+        kwargs[flag] = {"const": continuous}
         if continuous:
             # mpe2's default is discrete: an algorithm that needs continuous actions must say so.
-            kwargs_schema["required"] = ["continuous_actions"]
+            kwargs_schema["required"] = [flag]
             required.append("kwargs")
     return {
         "type": "object",
-        "title": f"{suite}/{env_id}",
+        "title": f"{env_suite.name}/{env_id}",
         "properties": {
-            "suite": {"const": suite.value},
+            "suite": {"const": env_suite.name},
             "id": {"const": env_id},
-            "num_envs": env["properties"]["num_envs"],
+            "num_envs": {
+                **env["properties"]["num_envs"],
+                "maximum": _most_copies(env_suite, env_id),
+            },
             "kwargs": kwargs_schema,
         },
         "required": required,
         "additionalProperties": False,
     }
+
+
+def kwargs_properties(env_suite: Suite, env_id: str) -> Schema:
+    """The JSON Schema of each constructor argument a spec may set on ``env_id``: its type (from
+    its default) and, for a bounded one, its range; the reserved ones left out."""
+    kwargs: Schema = {}
+    params = env_suite.parameters(env_id)
+    for name, param in params.items():
+        if name in env_suite.reserved:
+            continue
+        kwargs[name] = _kwarg_schema(param.default)
+        if _json_value(param.default):
+            default = param.default
+            kwargs[name]["default"] = list(default) if isinstance(default, tuple) else default
+    for rule in kwarg_ranges(env_suite.name, env_id):
+        bounded: Schema = {"type": "integer", "minimum": rule.low, "maximum": rule.high}
+        if params[rule.kwarg].default is None:
+            bounded = {"anyOf": [bounded, {"type": "null"}], "default": None}
+        else:
+            bounded["default"] = params[rule.kwarg].default
+        kwargs[rule.kwarg] = {**bounded, "description": f"{rule.low} to {rule.high} {rule.unit}"}
+    return kwargs
+
+
+def _json_value(value: Any) -> bool:
+    """Whether ``value`` can stand in a JSON Schema as a default (a finite number, a string, a
+    bool or a list of finite numbers)."""
+    values = value if isinstance(value, tuple | list) else [value]
+    if isinstance(value, str | bool):
+        return True
+    return bool(values) and all(
+        isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in values
+    )
+
+
+def _most_copies(env_suite: Suite, env_id: str) -> int:
+    """The most copies a spec may ask for: the vector engine's bound on the scenarios it models
+    (the default engine there), the suite's own elsewhere."""
+    if env_suite.name == EnvSuite.MPE and env_id in CLASSIC_MPE_ENVS:
+        return MAX_VECTOR_ENVS
+    return env_suite.max_envs
 
 
 def _kwarg_schema(default: Any) -> Schema:

@@ -67,6 +67,20 @@ class EnvInfo:
     action_high: FloatArray | None
     """Continuous only: the env's own upper bound per dimension (the learners' +1 maps onto it)."""
     max_episode_steps: int | None
+    groups: tuple[str, ...] = ()
+    """Each agent's group, in ``agent_ids`` order: agents of one group share observation and
+    action spaces (simple_speaker_listener's ``speaker`` and ``listener`` are two). Groups say who
+    shares a body, teams who plays with whom. Empty (a manifest written before groups were
+    recorded): each agent's team."""
+    action_dims: tuple[int, ...] = ()
+    """Each agent's real action size (``action_dim`` is their maximum: a smaller agent's padded
+    discrete actions are unavailable, its padded continuous dimensions are dropped). Empty: every
+    agent's is ``action_dim``."""
+
+    @property
+    def group_names(self) -> tuple[str, ...]:
+        """The distinct groups, in the order their first agent appears."""
+        return tuple(dict.fromkeys(self.groups or self.teams))
 
     @property
     def team_names(self) -> tuple[str, ...]:

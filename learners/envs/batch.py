@@ -25,7 +25,11 @@ def padded_obs_mask(info: EnvInfo) -> FloatArray:
 class StepBuffers:
     """Two sets of ``Observation``/``Transition`` arrays used in turn, so what a step returned stays
     valid while the next step runs (a runner stores ``obs`` and ``next_obs`` of one transition
-    together). Masks that never change are shared by both sets.
+    together). The observation mask never changes and is shared by both sets; ``agent_mask`` and
+    ``avail_actions`` start as all ones (no agent leaves, every action is available) and are
+    double-buffered too, so an adapter whose agents leave early or whose available actions change
+    writes each step's into the set it is filling, and ``final_avail_actions`` of the copies that
+    did not end follows the next observation's like ``final_obs``.
 
     ``xp`` places what is observed (``obs``, ``state`` and their ``final_*``): NumPy arrays by
     default, torch tensors on a device for an env that keeps its observations there
@@ -37,9 +41,7 @@ class StepBuffers:
         avail_dim = info.action_dim if info.action_kind == "discrete" else 0
         self.xp = xp
         self.obs_mask = padded_obs_mask(info)
-        self.agent_mask = np.ones((e, n), np.float32)
-        self.avail_actions = np.ones((e, n, avail_dim), np.float32)
-        self._obs = [self._new_observation(e, n, d, info.state_dim) for _ in range(2)]
+        self._obs = [self._new_observation(e, n, d, info.state_dim, avail_dim) for _ in range(2)]
         self._transitions = [
             Transition(
                 rewards=np.zeros((e, n), np.float32),
@@ -47,7 +49,7 @@ class StepBuffers:
                 truncated=np.zeros(e, np.bool_),
                 final_obs=xp.zeros((e, n, d), xp.float32),
                 final_state=xp.zeros((e, info.state_dim), xp.float32),
-                final_avail_actions=self.avail_actions,
+                final_avail_actions=np.ones((e, n, avail_dim), np.float32),
                 episode_returns=np.full(e, np.nan, np.float32),
                 episode_lengths=np.zeros(e, np.int64),
                 agent_returns=np.full((e, n), np.nan, np.float32),
@@ -60,14 +62,26 @@ class StepBuffers:
         self._ended = np.zeros(e, np.bool_)
         self._continuing = np.zeros(e, np.bool_)
 
-    def _new_observation(self, e: int, n: int, d: int, state_dim: int) -> Observation:
+    def _new_observation(
+        self, e: int, n: int, d: int, state_dim: int, avail_dim: int
+    ) -> Observation:
         return Observation(
             obs=self.xp.zeros((e, n, d), self.xp.float32),
             obs_mask=self.obs_mask,
             state=self.xp.zeros((e, state_dim), self.xp.float32),
-            agent_mask=self.agent_mask,
-            avail_actions=self.avail_actions,
+            agent_mask=np.ones((e, n), np.float32),
+            avail_actions=np.ones((e, n, avail_dim), np.float32),
         )
+
+    def fill_masks(self, agent_mask: FloatArray, avail_actions: FloatArray) -> None:
+        """Start both sets' ``agent_mask`` and ``avail_actions`` (and the transitions'
+        ``final_avail_actions``) from these: an adapter whose agents differ in action size marks
+        each agent's padded actions unavailable once, here."""
+        for obs in self._obs:
+            obs.agent_mask[...] = agent_mask
+            obs.avail_actions[...] = avail_actions
+        for transition in self._transitions:
+            transition.final_avail_actions[...] = avail_actions
 
     def start_reset(self) -> Observation:
         """The arrays to write a reset into; forgets the episodes in progress."""
@@ -110,6 +124,9 @@ class StepBuffers:
         np.logical_not(self._ended, out=self._continuing)
         self.xp.copy_where(transition.final_obs, obs.obs, self._continuing[:, None, None])
         self.xp.copy_where(transition.final_state, obs.state, self._continuing[:, None])
+        np.copyto(
+            transition.final_avail_actions, obs.avail_actions, where=self._continuing[:, None, None]
+        )
 
 
 def as_index_array(episode_index: NDArray[np.int64] | None, num_envs: int) -> NDArray[np.int64]:

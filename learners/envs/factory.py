@@ -1,6 +1,6 @@
 """``make_vec_env``: the batched env a run trains or plays on, from its ``EnvSpec``: in process or
-in worker processes, on mpe2, Gymnasium or the vector engine (whose world can live on a torch
-device)."""
+in worker processes, built by the env's suite (``learners.envs.suites``) or stepped on the vector
+engine (whose world can live on a torch device)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 from learners.enums import EnvEngine, EnvSuite
 from learners.envs.base import VecEnv
+from learners.envs.suites.installed import suite
 from learners.spec import EnvSpec
 
 # Subprocess stepping (docs/results/2026-11-22-subprocess-stepping.md has the figures): on an
@@ -38,10 +39,6 @@ def _steps_on_vector(env_spec: EnvSpec, render: bool) -> bool:
 
 
 def _local_factory(env_spec: EnvSpec, seed: int, render: bool, device: str | None) -> Any:
-    from learners.envs.gymnasium_env import GymnasiumVecEnv
-    from learners.envs.mpe import MPEVecEnv
-
-    cls: Any = GymnasiumVecEnv if env_spec.suite == EnvSuite.GYMNASIUM else MPEVecEnv
     if _steps_on_vector(env_spec, render):
         from learners.envs.vector.adapter import VectorVecEnv
 
@@ -50,7 +47,7 @@ def _local_factory(env_spec: EnvSpec, seed: int, render: bool, device: str | Non
         )
     if device is not None:
         raise ValueError("only the vector engine keeps its observations on a device")
-    return functools.partial(cls, env_spec.id, dict(env_spec.kwargs), seed=seed, render=render)
+    return suite(env_spec.suite).factory(env_spec.id, env_spec.kwargs, seed, render)
 
 
 def make_vec_env(

@@ -21,7 +21,7 @@ from learners.envs.batch import StepBuffers, as_index_array
 
 
 @functools.cache
-def _route_mujoco_warnings() -> None:
+def route_mujoco_warnings() -> None:
     """Send MuJoCo's warnings to Python logging. Left alone, MuJoCo appends them to a
     ``MUJOCO_LOG.TXT`` in the working directory (HalfCheetah's model warns on every load)."""
     import mujoco
@@ -56,7 +56,7 @@ class GymnasiumVecEnv:
         render: bool = False,
     ) -> None:
         if "mujoco" in str(gym.spec(env_id).entry_point):
-            _route_mujoco_warnings()
+            route_mujoco_warnings()
         self._envs = [
             gym.make(env_id, render_mode="rgb_array" if render and i == 0 else None, **kwargs)
             for i in range(num_envs)

@@ -2,23 +2,21 @@
 anything large: what the submission checks (``learners.admission.budget``) size buffers and
 networks from.
 
-Gymnasium envs come from a table (their sizes are fixed; one kwarg adds a position feature), so
-checking a MuJoCo spec never loads MuJoCo. An mpe2 scenario's sizes follow from its kwargs in ways
-each scenario spells out for itself (partial observability pads observations, communication adds
-features), so rather than copy those rules, ``env_shape`` builds one throwaway copy and reads it.
-That is cheap only for the sizes ``learners.admission.budget`` lets through (about 5 ms for 32
-agents), so call it only after the spec's agent counts passed those bounds.
+Each suite works out its own (``Suite.sizes``). Gymnasium envs come from the table here (their
+sizes are fixed; one kwarg adds a position feature), so checking a MuJoCo spec never loads MuJoCo.
+An mpe2 scenario's sizes follow from its kwargs in ways each scenario spells out for itself
+(partial observability pads observations, communication adds features), so rather than copy those
+rules its suite builds one throwaway copy and reads it. That is cheap only for the sizes
+``learners.admission.budget`` lets through (about 5 ms for 32 agents), so admission asks only
+after the spec's counts passed those bounds.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from learners.enums import EnvSuite
 from learners.envs.base import EnvInfo
 from learners.envs.teams import team_indices
 
@@ -74,7 +72,8 @@ _GYMNASIUM: dict[str, _GymnasiumSizes] = {
 }
 
 
-def _gymnasium_shape(env_id: str, kwargs: Mapping[str, Any]) -> EnvShape:
+def gymnasium_shape(env_id: str, kwargs: Mapping[str, Any]) -> EnvShape:
+    """The shape of a Gymnasium env of the table, from its kwargs."""
     sizes = _GYMNASIUM[env_id]
     extra = (
         sizes.position_feature and kwargs.get("exclude_current_positions_from_observation") is False
@@ -88,19 +87,3 @@ def _gymnasium_shape(env_id: str, kwargs: Mapping[str, Any]) -> EnvShape:
         discrete=False,
         max_episode_steps=sizes.max_episode_steps,
     )
-
-
-@functools.lru_cache(maxsize=256)
-def _mpe_shape(env_id: str, kwargs_json: str) -> EnvShape:
-    from learners.envs.mpe import scenario_info
-
-    return EnvShape.from_info(scenario_info(env_id, json.loads(kwargs_json)))
-
-
-def env_shape(suite: EnvSuite, env_id: str, kwargs: Mapping[str, Any]) -> EnvShape:
-    """The shape of ``env_id`` built with ``kwargs`` (both validated by ``parse_spec``). For mpe2
-    this builds one copy: bound its agent counts first. Raises what the env's constructor raises
-    when it refuses the kwargs."""
-    if suite == EnvSuite.GYMNASIUM:
-        return _gymnasium_shape(env_id, kwargs)
-    return _mpe_shape(env_id, json.dumps(dict(kwargs), sort_keys=True))

@@ -29,10 +29,10 @@ class EnvFactory(Protocol):
     def __call__(self, num_envs: int, *, first_copy: int) -> VecEnv: ...
 
 
-_OBS_FIELDS = ("obs", "state")
+_OBS_FIELDS = ("obs", "state", "agent_mask", "avail_actions")
 _TRANSITION_FIELDS = (
     "rewards", "terminated", "truncated", "final_obs", "final_state",
-    "episode_returns", "episode_lengths", "agent_returns",
+    "final_avail_actions", "episode_returns", "episode_lengths", "agent_returns",
 )  # fmt: skip
 
 

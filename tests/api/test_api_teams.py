@@ -13,17 +13,26 @@ def test_the_catalogue_shows_each_environments_teams(client: TestClient) -> None
     catalogue = {a["algorithm"]: a for a in client.get("/v1/algorithms").json()}
 
     maddpg = {e["id"]: e["teams"] for e in catalogue["maddpg"]["environments"]}
-    assert maddpg == {
-        "simple_spread_v3": ["agent"],
-        "simple_adversary_v3": ["adversary", "agent"],
-        "simple_push_v3": ["adversary", "agent"],
-        "simple_tag_v3": ["adversary", "agent"],
-    }
+    assert (
+        maddpg.items()
+        >= {
+            "simple_spread_v3": ["agent"],
+            "simple_adversary_v3": ["adversary", "agent"],
+            "simple_push_v3": ["adversary", "agent"],
+            "simple_tag_v3": ["adversary", "agent"],
+            "simple_speaker_listener_v4": ["agent"],
+            "simple_world_comm_v3": ["adversary", "agent"],
+        }.items()
+    )
+    groups = {e["id"]: e["groups"] for e in catalogue["maddpg"]["environments"]}
+    assert groups["simple_speaker_listener_v4"] == ["speaker", "listener"]
     assert {e["id"]: e["teams"] for e in catalogue["ddpg"]["environments"]}["Pendulum-v1"] == [
         "agent"
     ]
-    # WQMIX learns one team reward: the catalogue offers it the cooperative scenario only.
-    assert [e["id"] for e in catalogue["wqmix"]["environments"]] == ["simple_spread_v3"]
+    # WQMIX learns one team reward: the catalogue offers it the cooperative scenarios only.
+    wqmix = {e["id"] for e in catalogue["wqmix"]["environments"]}
+    assert "simple_spread_v3" in wqmix and "simple_speaker_listener_v4" in wqmix
+    assert not wqmix & {"simple_adversary_v3", "simple_tag_v3", "simple_world_comm_v3"}
 
 
 def test_wqmix_on_a_competitive_scenario_is_refused_and_nothing_is_stored(

@@ -27,8 +27,8 @@ from e2e_support import RAN_TO_SUCCESS, Stack
 from numpy.typing import NDArray
 
 from learners.config import AlgorithmConfig
-from learners.enums import Algorithm, Backend, Device, EnvSuite
-from learners.registry import ActionKind, built_pairs, entry
+from learners.enums import ActionKind, Algorithm, Backend, Device, EnvSuite
+from learners.registry import built_pairs, entry
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.integration]
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from learners.admission.parse import parse_spec
-from learners.enums import Algorithm, Backend, EnvSuite
+from learners.enums import ActionKind, Algorithm, Backend, EnvSuite
 from learners.hooks import MemoryHooks
-from learners.registry import ActionKind, entry
+from learners.registry import entry
 from learners.spec import ExperimentSpec
 
 # Small networks and early updates: the tests check mechanics, not learning.

@@ -19,12 +19,13 @@ from learners.allocation import episode_bytes, plan, replay_row_bytes, rollout_b
 from learners.buffers.episodes import EpisodeBuffer
 from learners.buffers.replay import ReplayBuffer
 from learners.buffers.rollout import RolloutBuffer
-from learners.enums import Algorithm, Backend, EnvSuite
+from learners.enums import ActionKind, Algorithm, Backend, EnvSuite
 from learners.envs.base import EnvInfo
-from learners.envs.catalogue import env_ids
+from learners.envs.catalogue import env_ids, env_shape
+from learners.envs.catalogue import suite as catalogue_suite
 from learners.envs.factory import make_vec_env
-from learners.envs.shapes import EnvShape, env_shape
-from learners.registry import ActionKind, built_pairs, entries, entry
+from learners.envs.shapes import EnvShape
+from learners.registry import built_pairs, entries, entry
 from learners.spec import EnvSpec, ExperimentSpec, SpecError
 
 EXAMPLES = sorted(
@@ -248,10 +249,9 @@ def _default_cases() -> list[tuple[Algorithm, Backend, str, str, bool]]:
         algo_entry = entry(algo)
         for suite in sorted(algo_entry.suites):
             for env_id in (i for i in env_ids(suite) if trains_on(algo_entry, suite, i)):
-                for kind in sorted(algo_entry.action_kinds):
-                    cases.append(
-                        (algo, backend, suite.value, env_id, kind == ActionKind.CONTINUOUS)
-                    )
+                offered = catalogue_suite(suite).entry(env_id).action_kinds
+                for kind in sorted(algo_entry.action_kinds & offered):
+                    cases.append((algo, backend, suite, env_id, kind == ActionKind.CONTINUOUS))
     return cases
 
 

@@ -13,12 +13,13 @@ from learners import checkpoint
 from learners.admission.envs import trains_on
 from learners.admission.parse import parse_spec
 from learners.admission.schema import spec_json_schema
-from learners.enums import Algorithm, EnvSuite
+from learners.enums import ActionKind, Algorithm, EnvSuite
 from learners.envs.catalogue import MPE_ENVS, MPE_TEAMS, scenario_teams
+from learners.envs.catalogue import suite as catalogue_suite
 from learners.envs.gymnasium_env import GymnasiumVecEnv
 from learners.envs.mpe import MPEVecEnv
 from learners.envs.teams import team_members, team_of, team_returns
-from learners.registry import ActionKind, entries, entry
+from learners.registry import entries, entry
 from learners.spec import SpecError
 
 # What mpe2 names the agents of each scenario with its default kwargs.
@@ -27,7 +28,25 @@ MPE_AGENTS = {
     "simple_adversary_v3": ("adversary_0", "agent_0", "agent_1"),
     "simple_push_v3": ("adversary_0", "agent_0"),
     "simple_tag_v3": ("adversary_0", "adversary_1", "adversary_2", "agent_0"),
-}
+    "simple_v3": ("agent_0",),
+    "simple_speaker_listener_v4": ("speaker_0", "listener_0"),
+    "simple_reference_v3": ("agent_0", "agent_1"),
+    "simple_world_comm_v3": (
+        "leadadversary_0", "adversary_0", "adversary_1", "adversary_2", "agent_0", "agent_1",
+    ),
+    "simple_crypto_v3": ("eve_0", "bob_0", "alice_0"),
+    "simple_formation_v1": ("agent_0", "agent_1", "agent_2", "agent_3"),
+    "simple_line_v1": ("agent_0", "agent_1", "agent_2", "agent_3"),
+    "collect_treasure_v1": (
+        "collector_0", "collector_1", "collector_2", "collector_3", "collector_4", "collector_5",
+        "deposit_0", "deposit_1",
+    ),
+}  # fmt: skip
+# Who plays with whom where the names alone do not say it (the rest: the name without its index).
+MPE_ROLES = {
+    "speaker": "agent", "listener": "agent", "leadadversary": "adversary", "eve": "adversary",
+    "alice": "agent", "bob": "agent", "collector": "agent", "deposit": "agent",
+}  # fmt: skip
 
 
 def test_team_of_strips_the_index() -> None:
@@ -40,12 +59,17 @@ def test_team_of_strips_the_index() -> None:
 
 @pytest.mark.parametrize("env_id", MPE_ENVS)
 def test_mpe_teams_come_from_the_real_agent_names(env_id: str) -> None:
-    env = MPEVecEnv(env_id, {}, 1, seed=0)
+    env = catalogue_suite("mpe").factory(env_id, {}, 0, False)(1, first_copy=0)
     info = env.info
     env.close()
     assert info.agent_ids == MPE_AGENTS[env_id]
-    assert info.teams == tuple(a.rsplit("_", 1)[0] for a in MPE_AGENTS[env_id])
+    names = [a.rsplit("_", 1)[0] for a in MPE_AGENTS[env_id]]
+    assert info.teams == tuple(MPE_ROLES.get(n, n) for n in names)
     assert info.team_names == MPE_TEAMS[env_id] == scenario_teams(EnvSuite.MPE, env_id)
+    # The listing (read without building an env) says what the built env says.
+    listed = catalogue_suite("mpe").entry(env_id)
+    assert listed.teams == info.teams
+    assert listed.groups == (info.groups or info.teams)
 
 
 def test_the_catalogue_table_covers_every_scenario() -> None:
@@ -159,5 +183,6 @@ def test_the_published_schema_leaves_the_refused_scenarios_out() -> None:
         envs = variants[algorithm]["properties"]["env"]["oneOf"]
         return [e["properties"]["id"]["const"] for e in envs]
 
-    assert env_ids_of("wqmix") == ["simple_spread_v3"]
-    assert env_ids_of("maddpg") == list(MPE_ENVS)
+    cooperative = [i for i in MPE_ENVS if len(MPE_TEAMS[i]) == 1]
+    assert [i for i in env_ids_of("wqmix") if i in MPE_ENVS] == cooperative
+    assert [i for i in env_ids_of("maddpg") if i in MPE_ENVS] == list(MPE_ENVS)

@@ -66,23 +66,34 @@ def env_info(
     action_dim: int,
     num_envs: int = 3,
     teams: tuple[str, ...] | None = None,
+    groups: bool = False,
 ) -> EnvInfo:
-    """A synthetic env's shapes; every agent on one team unless ``teams`` names them."""
+    """A synthetic env's shapes; every agent on one team unless ``teams`` names them. ``groups``:
+    the first agent is a group of its own (a speaker) with a smaller observation and action than
+    the others (listeners), padded as ``learners.envs.parallel`` pads them."""
     continuous = action_kind == "continuous"
     teams = teams or ("agent",) * num_agents
+    obs_dims, action_dims = (5,) * num_agents, (action_dim,) * num_agents
+    names: tuple[str, ...] = ()
+    if groups:
+        obs_dims = (3,) + obs_dims[1:]
+        action_dims = (action_dim - 1,) + action_dims[1:]
+        names = ("speaker",) + ("listener",) * (num_agents - 1)
     return EnvInfo(
         num_envs=num_envs,
         num_agents=num_agents,
         agent_ids=tuple(f"{team}_{i}" for i, team in enumerate(teams)),
         teams=teams,
         obs_dim=5,
-        obs_dims=(5,) * num_agents,
+        obs_dims=obs_dims,
         state_dim=7,
         action_kind=action_kind,
         action_dim=action_dim,
         action_low=-np.ones(action_dim, np.float32) if continuous else None,
         action_high=np.ones(action_dim, np.float32) if continuous else None,
         max_episode_steps=25,
+        groups=names,
+        action_dims=action_dims if groups else (),
     )
 
 
@@ -107,6 +118,13 @@ def _maddpg_variants() -> list[Variant]:
         if shared:  # two teams, one agent between the other's two: a shared network per team
             teams = env_info(3, kind, info.action_dim, teams=("agent", "adversary", "agent"))
             variants.append(Variant(f"{kind}-teams", config, teams))
+    # Groups of different spaces (a speaker and two listeners), padded by the env adapter.
+    for kind, dim in (("continuous", 2), ("discrete", 5)):
+        grouped = MADDPGConfig(
+            hidden_sizes=(16, 16), batch_size=32, tau=0.05, gamma=0.9, max_grad_norm=0.5,
+            gumbel_temperature=0.7,
+        )  # fmt: skip
+        variants.append(Variant(f"{kind}-groups", grouped, env_info(3, kind, dim, groups=True)))
     # The paper's DDPG baseline: decentralised critics Q_i(o_i, a_i), on one team and on two.
     independent = MADDPGConfig(
         hidden_sizes=(16, 16), batch_size=32, tau=0.05, gamma=0.9, max_grad_norm=0.5,
@@ -137,6 +155,8 @@ def _wqmix_variants() -> list[Variant]:
         )  # fmt: skip
         name = f"{weighting}-shared" if shared else f"{weighting}-separate-authors"
         variants.append(Variant(name, config, env_info(3, "discrete", 5)))
+        if weighting == "ow" and shared:
+            variants.append(Variant("ow-groups", config, env_info(3, "discrete", 5, groups=True)))
     return variants + _wqmix_gru_variants()
 
 
@@ -180,6 +200,11 @@ def _ppo_variants(config_class: type[PPOConfig]) -> list[Variant]:
     for kind, recurrent in (("discrete", False), ("continuous", True), ("continuous", False)):
         name = f"{kind}-{'gru' if recurrent else 'mlp'}-teams"
         variants.append(_ppo_variant(config_class, name, kind, recurrent, True, 1, 1, teams=teams))
+    # Groups of different spaces (a speaker and two listeners), padded by the env adapter.
+    for kind in ("discrete", "continuous"):
+        variants.append(
+            _ppo_variant(config_class, f"{kind}-mlp-groups", kind, False, True, 1, 1, groups=True)
+        )
     if config_class is MAPPOConfig:  # the critic sees the state and then the agent's observation
         for kind, recurrent, shared in (("discrete", False, True), ("continuous", True, False)):
             name = f"{_ppo_name(kind, recurrent, shared)}-agent-specific"
@@ -198,15 +223,16 @@ def _ppo_name(kind: str, recurrent: bool, shared: bool) -> str:
 
 def _ppo_variant(
     config_class: type[PPOConfig], name: str, kind: str, recurrent: bool, shared: bool,
-    epochs: int, minibatches: int, teams: tuple[str, ...] | None = None, **extra: Any,
+    epochs: int, minibatches: int, teams: tuple[str, ...] | None = None, groups: bool = False,
+    **extra: Any,
 ) -> Variant:  # fmt: skip
     config = config_class(
         hidden_sizes=(16, 16), rnn_hidden_size=8, chunk_length=5, recurrent=recurrent,
         share_parameters=shared, rollout_length=ROLLOUT, epochs=epochs, minibatches=minibatches,
         huber_delta=1.0, max_grad_norm=0.5, **extra,
     )  # fmt: skip
-    num_agents = 2 if teams is None else len(teams)
-    info = env_info(num_agents, kind, 4 if kind == "discrete" else 2, teams=teams)
+    num_agents = 3 if groups else 2 if teams is None else len(teams)
+    info = env_info(num_agents, kind, 4 if kind == "discrete" else 2, teams=teams, groups=groups)
     return Variant(name, config, info)
 
 
@@ -237,6 +263,7 @@ _PPO_MINDSPORE = frozenset(
         "continuous-mlp-minibatches",
         "continuous-gru-teams",
         "discrete-mlp-teams",
+        "discrete-mlp-groups",
     }
 )
 _PPO_TENSORFLOW = frozenset(
@@ -249,16 +276,23 @@ _PPO_TENSORFLOW = frozenset(
         "continuous-gru-separate",
         "discrete-gru-minibatches",
         "continuous-mlp-teams",
+        "continuous-mlp-groups",
     }
 )
 SUBSET_VARIANTS: dict[Backend, dict[Algorithm, frozenset[str]]] = {
     Backend.MINDSPORE: {
         Algorithm.DDPG: frozenset({"plain", "clipped"}),
         Algorithm.MADDPG: frozenset(
-            {"continuous-teams", "discrete-separate", "continuous-independent", "discrete-shared"}
+            {
+                "continuous-teams",
+                "discrete-separate",
+                "continuous-independent",
+                "discrete-shared",
+                "discrete-groups",
+            }
         ),
         Algorithm.WQMIX: frozenset(
-            {"cw-shared", "ow-separate-authors", "ow-gru-shared", "cw-gru-separate"}
+            {"cw-shared", "ow-separate-authors", "ow-gru-shared", "cw-gru-separate", "ow-groups"}
         ),
         Algorithm.MAPPO: _PPO_MINDSPORE | {"continuous-gru-separate-agent-specific"},
         Algorithm.IPPO: _PPO_MINDSPORE,
@@ -273,10 +307,11 @@ SUBSET_VARIANTS: dict[Backend, dict[Algorithm, frozenset[str]]] = {
                 "discrete-independent",
                 "continuous-independent-teams",
                 "discrete-independent-teams",
+                "continuous-groups",
             }
         ),
         Algorithm.WQMIX: frozenset(
-            {"ow-shared", "cw-separate-authors", "ow-gru-shared", "cw-gru-separate"}
+            {"ow-shared", "cw-separate-authors", "ow-gru-shared", "cw-gru-separate", "ow-groups"}
         ),
         Algorithm.MAPPO: _PPO_TENSORFLOW | {"discrete-mlp-shared-agent-specific"},
         Algorithm.IPPO: _PPO_TENSORFLOW,
@@ -317,6 +352,8 @@ def _avail(rng: np.random.Generator, shape: tuple[int, ...], info: EnvInfo) -> n
         return np.zeros((*shape, 0), np.float32)
     avail = (rng.uniform(size=(*shape, info.action_dim)) > 0.3).astype(np.float32)
     avail[..., 0] = 1.0
+    for j, size in enumerate(info.action_dims):  # a smaller agent's padded actions: never
+        avail[..., j, size:] = 0.0
     return avail
 
 

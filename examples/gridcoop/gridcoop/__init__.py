@@ -1,0 +1,1 @@
+"""An example environment plugin for MARLForge (docs/environments.md walks through it)."""

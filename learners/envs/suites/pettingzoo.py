@@ -1,0 +1,164 @@
+"""A suite of PettingZoo envs from a table: each id names the function that builds its parallel env
+(an AEC env goes through PettingZoo's own ``aec_to_parallel``), its teams and groups, the kwarg
+that sets its time limit and the limit's default. SISL, multi-agent MuJoCo and operator plugins
+are such tables (``docs/environments.md`` walks through writing one).
+
+Teams and groups default to the agents' names without their ``_<index>`` (``pursuer_3`` is on
+team ``pursuer``); a table gives them where names do not say who plays with whom.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from learners.enums import ActionKind
+from learners.envs.shapes import EnvShape
+from learners.envs.suites.base import (
+    RESERVED_KWARGS,
+    EnvEntry,
+    EnvFactory,
+    KwargRange,
+    Suite,
+    signature_parameters,
+)
+from learners.envs.teams import teams_of
+
+
+@dataclass(frozen=True)
+class PettingZooEnv:
+    """One id of a PettingZoo suite."""
+
+    make: Callable[..., Any]
+    """A module-level function (picklable) taking the spec's kwargs and ``render_mode``, returning
+    a parallel env (or an AEC env, converted)."""
+    action_kinds: frozenset[ActionKind]
+    agents: tuple[str, ...]
+    """The agents with the default kwargs, in order (listed without building one)."""
+    teams: tuple[str, ...] | None = None
+    """Each agent's team; ``None``: from the names."""
+    groups: tuple[str, ...] | None = None
+    """Each agent's group; ``None``: from the names."""
+    time_limit_kwarg: str | None = "max_cycles"
+    max_steps: int = 500
+    """The time limit when the spec leaves ``time_limit_kwarg`` out."""
+    ranges: tuple[KwargRange, ...] = ()
+    parameters: Mapping[str, inspect.Parameter] | None = None
+    """The kwargs a spec may set; ``None``: read off ``make``'s constructor signature."""
+    summary: str = ""
+    copy_mib: float = 8.0
+    signature_of: Callable[..., Any] | None = None
+    """Whose signature lists the kwargs when ``make`` is a wrapper (the env class it builds)."""
+    env_state: bool = True
+    """Use the env's own ``state()`` as the global state, where it declares one; false: the
+    agents' observations side by side."""
+
+
+def _parallel(make: Callable[..., Any], kwargs: Mapping[str, Any], render: bool) -> Any:
+    from pettingzoo.utils.conversions import aec_to_parallel
+    from pettingzoo.utils.env import AECEnv
+
+    env = make(render_mode="rgb_array" if render else None, **kwargs)
+    return aec_to_parallel(env) if isinstance(env, AECEnv) else env
+
+
+def _factory(
+    name: str,
+    spec: PettingZooEnv,
+    kwargs: dict[str, Any],
+    seed: int,
+    render: bool,
+    num_envs: int,
+    *,
+    first_copy: int,
+) -> Any:
+    from learners.envs.parallel import ParallelVecEnv
+
+    limit = spec.max_steps
+    if spec.time_limit_kwarg is not None and spec.time_limit_kwarg in kwargs:
+        limit = int(kwargs[spec.time_limit_kwarg])
+    return ParallelVecEnv(
+        functools.partial(_parallel, spec.make, kwargs),
+        num_envs,
+        seed,
+        first_copy=first_copy,
+        render=render,
+        name=name,
+        teams=spec.teams,
+        groups=spec.groups,
+        max_episode_steps=limit,
+        use_env_state=spec.env_state,
+    )
+
+
+class PettingZooSuite(Suite):
+    """A suite whose envs are PettingZoo envs listed in ``envs``."""
+
+    def __init__(
+        self,
+        name: str,
+        title: str,
+        summary: str,
+        envs: Mapping[str, PettingZooEnv],
+        *,
+        reserved: Mapping[str, str] | None = None,
+    ) -> None:
+        self.name, self.title, self.summary = name, title, summary
+        self.envs = dict(envs)
+        self.reserved = {**RESERVED_KWARGS, **(reserved or {})}
+        self._shapes: dict[tuple[str, str], EnvShape] = {}
+
+    def ids(self) -> tuple[str, ...]:
+        return tuple(self.envs)
+
+    def entry(self, env_id: str) -> EnvEntry:
+        spec = self.envs[env_id]
+        return EnvEntry(
+            id=env_id,
+            teams=spec.teams or teams_of(spec.agents),
+            groups=spec.groups or teams_of(spec.agents),
+            action_kinds=spec.action_kinds,
+            summary=spec.summary,
+        )
+
+    def parameters(self, env_id: str) -> Mapping[str, inspect.Parameter]:
+        spec = self.envs[env_id]
+        if spec.parameters is not None:
+            return spec.parameters
+        return signature_parameters(spec.signature_of or spec.make)
+
+    def ranges(self, env_id: str) -> tuple[KwargRange, ...]:
+        return self.envs[env_id].ranges
+
+    def action_kind(self, env_id: str, kwargs: Mapping[str, Any]) -> ActionKind:
+        kinds = self.envs[env_id].action_kinds
+        if len(kinds) == 1:
+            return next(iter(kinds))
+        continuous = kwargs.get("continuous_actions") is True
+        return ActionKind.CONTINUOUS if continuous else ActionKind.DISCRETE
+
+    def action_kind_field(self, env_id: str) -> str | None:
+        return "continuous_actions" if len(self.envs[env_id].action_kinds) > 1 else None
+
+    def sizes(self, env_id: str, kwargs: Mapping[str, Any]) -> EnvShape:
+        key = (env_id, json.dumps(dict(kwargs), sort_keys=True))
+        if key not in self._shapes:
+            env = self.factory(env_id, kwargs, 0, False)(1, first_copy=0)
+            try:
+                self._shapes[key] = EnvShape.from_info(env.info)
+            finally:
+                env.close()
+        return self._shapes[key]
+
+    def copy_mib(self, env_id: str, kwargs: Mapping[str, Any]) -> float:
+        return self.envs[env_id].copy_mib
+
+    def factory(
+        self, env_id: str, kwargs: Mapping[str, Any], seed: int, render: bool
+    ) -> EnvFactory:
+        spec = self.envs[env_id]
+        return functools.partial(_factory, env_id, spec, dict(kwargs), seed, render)
