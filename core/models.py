@@ -344,5 +344,8 @@ class WorkerRecord(Base):
     """``gpu`` when it consumes the backend's GPU queue, else ``cpu``."""
     gpus: Mapped[list[Any]] = mapped_column(JSONType)
     """The names of the GPUs the backend's framework sees there (``[]`` for a CPU worker)."""
+    suites: Mapped[list[Any] | None] = mapped_column(JSONType, nullable=True)
+    """The environment suites it serves (``MARLFORGE_WORKER_SUITES``, else every suite it can
+    build); NULL: a worker from before workers reported them, taken to serve every suite."""
     started_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
     last_seen_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())

@@ -9,10 +9,12 @@ them when it shuts down cleanly (``unregister``). A killed worker's rows stop be
 a reader counts a row as live only while it was seen within ``MARLFORGE_WORKER_HEARTBEAT_STALE_S``,
 and a worker that registers deletes the rows not seen for ``FORGET_AFTER``.
 
-The API reads it for one thing: a run queued on a GPU queue (its spec asks for ``cuda``) while no
-live GPU worker of its backend is registered says so in its ``status_reason``, computed when it is
-read (``status_reasons``: one query for a whole page, none when no run on it needs a GPU), so it is
-true at every read and nothing has to clear it when a GPU worker arrives.
+The API reads it to say what a queued run waits for, in its ``status_reason``, computed when it is
+read (``status_reasons``: one query per kind for a whole page), so it is true at every read and
+nothing has to clear it when the worker arrives: a run queued on a GPU queue (its spec asks for
+``cuda``) while no live GPU worker of its backend is registered, and a run whose environment suite
+no live worker of its backend serves (each row lists the suites its worker serves) while some live
+worker of that backend is there.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class Registration:
     queues: tuple[str, ...]
     resource_class: ResourceClass
     gpus: tuple[str, ...]
+    suites: tuple[str, ...] = ()
+    """The environment suites it serves."""
 
 
 def registrations(
@@ -54,10 +58,11 @@ def registrations(
     hostname: str,
     queues: Sequence[str],
     gpus: Mapping[Backend, Sequence[str]],
+    suites: Sequence[str] = (),
 ) -> list[Registration]:
     """A worker's rows, read from the queues it consumes (in its order; queues that are not the
     service's are left out): one per backend, of class ``gpu`` when it consumes that backend's GPU
-    queue, with the GPUs ``gpus`` names for it."""
+    queue, with the GPUs ``gpus`` names for it and the environment suites it serves."""
     known = {name: (backend, klass) for backend, klass, name in declared_queues(settings)}
     consumed: dict[Backend, list[str]] = {}
     on_gpu: set[Backend] = set()
@@ -76,6 +81,7 @@ def registrations(
             tuple(names),
             ResourceClass.GPU if backend in on_gpu else ResourceClass.CPU,
             tuple(gpus.get(backend, ())) if backend in on_gpu else (),
+            tuple(suites),
         )
         for backend, names in consumed.items()
     ]
@@ -116,6 +122,7 @@ def _record(row: Registration, started_at: dt.datetime, now: dt.datetime) -> Wor
         queues=list(row.queues),
         resource_class=row.resource_class,
         gpus=list(row.gpus),
+        suites=list(row.suites),
         started_at=started_at,
         last_seen_at=now,
     )
@@ -151,14 +158,35 @@ def status_reasons(
     that waits on a GPU queue with no live GPU worker of its backend, why (after the stored one,
     when there is one: a requeue after a lost worker says what happened first)."""
     reasons = {e.id: e.status_reason for e in experiments}
+    since = live_since(stale_s, now)
     waiting = [e for e in experiments if needs_gpu_worker(e)]
-    if not waiting:
-        return reasons
-    live = WorkerRepository(session).backends_with(ResourceClass.GPU, live_since(stale_s, now))
-    for experiment in waiting:
-        if experiment.backend in live:
-            continue
-        why = waiting_for_gpu(experiment.backend)
-        stored = experiment.status_reason
-        reasons[experiment.id] = f"{stored}; {why}" if stored else why
+    if waiting:
+        live = WorkerRepository(session).backends_with(ResourceClass.GPU, since)
+        for experiment in waiting:
+            if experiment.backend not in live:
+                _add(reasons, experiment, waiting_for_gpu(experiment.backend))
+    queued = [e for e in experiments if e.status == ExperimentStatus.QUEUED]
+    if queued:
+        served = WorkerRepository(session).suites_served(since)
+        for experiment in queued:
+            suite = str((experiment.spec or {}).get("env", {}).get("suite", ""))
+            offered = served.get(experiment.backend)
+            if offered is not None and suite not in offered:
+                _add(reasons, experiment, waiting_for_suite(experiment.backend, suite, offered))
     return reasons
+
+
+def _add(reasons: dict[str, str | None], experiment: Experiment, why: str) -> None:
+    """Append ``why`` to the experiment's reason (after the stored one, when there is one)."""
+    before = reasons[experiment.id]
+    reasons[experiment.id] = f"{before}; {why}" if before else why
+
+
+def waiting_for_suite(backend: Backend, suite: str, offered: set[str]) -> str:
+    """Why a queued run of ``suite`` has not started: the live workers of its backend serve only
+    ``offered``."""
+    return (
+        f"waiting for a worker that serves the {suite} environments: the live {backend} workers "
+        f"serve {', '.join(sorted(offered)) or 'no suite'} (docs/environments.md, "
+        "'Which workers serve a suite')"
+    )

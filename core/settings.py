@@ -99,6 +99,11 @@ class Settings(BaseSettings):
     their plain queues, and refuses to start when a backend's framework sees no GPU."""
     worker_name: str = Field(default="", max_length=200)
     """The worker's identity in leases and in the API (``worker_id``); empty: ``<host>-<pid>``."""
+    worker_suites: str = Field(default="", max_length=2000, pattern=r"^[a-z0-9_, ]*$")
+    """The environment suites this worker serves, comma-separated (``mpe,lbf``); empty: every
+    suite it can build (whose packages are installed on its host). A worker that receives a run
+    of a suite it does not serve hands it back to the queue, and the run says what it waits for
+    while no live worker of its backend serves its suite (docs/environments.md)."""
     shutdown_grace_s: float = Field(default=90.0, gt=0)
     """``marlforge up``: how long to wait for the API and worker to stop before killing them."""
     log_level: str = "INFO"

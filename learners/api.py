@@ -24,7 +24,7 @@ from learners.backends import GPU_BACKENDS, describe_device, gpu_names, resolve_
 from learners.enums import ActionKind, Algorithm, Backend, Device, EnvEngine, EnvSuite
 from learners.envs.catalogue import env_ids, scenario_teams, suite, suites
 from learners.envs.suites.base import EnvEntry, KwargRange, Suite
-from learners.envs.suites.installed import ENTRY_POINT_GROUP, plugin_errors
+from learners.envs.suites.installed import ENTRY_POINT_GROUP, buildable_suites, plugin_errors
 from learners.hooks import MetricPoint
 from learners.matches import MATCH_SCENARIOS, RANDOM, play_match
 from learners.registry import AlgorithmEntry, entries
@@ -74,6 +74,7 @@ __all__ = [
     "Suite",
     "Text",
     "assess",
+    "buildable_suites",
     "describe_device",
     "entries",
     "env_ids",

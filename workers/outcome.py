@@ -16,6 +16,9 @@ class Outcome(StrEnum):
     """The message is finished with (whatever the run's status): acknowledge it."""
     REQUEUE = "requeue"
     """The worker is shutting down mid-run: return the message so another run resumes it."""
+    ELSEWHERE = "elsewhere"
+    """The run is for an environment suite this worker does not serve: hand the message back,
+    untouched, for a worker that does."""
 
 
 @dataclass(frozen=True)

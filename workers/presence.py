@@ -1,10 +1,10 @@
 """This worker's presence in the registry of workers (``core.registry``): its rows written when
 its consumer is ready, refreshed on a heartbeat, deleted when it shuts down.
 
-The rows say what the worker consumes (read from its queues) and, for a GPU worker, the GPUs it
-found when it started (``workers.launch`` hands them over with ``announce``). A database that does
-not answer only delays a beat: the worker keeps consuming, and a beat that finds its rows gone
-writes them again.
+The rows say what the worker consumes (read from its queues), the environment suites it serves
+(``served_suites``) and, for a GPU worker, the GPUs it found when it started (``workers.launch``
+hands them over with ``announce``). A database that does not answer only delays a beat: the
+worker keeps consuming, and a beat that finds its rows gone writes them again.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from core import leases, registry
 from core.background import Periodic
 from core.db import make_engine, make_session_factory, utcnow
 from core.settings import Settings, get_settings
-from learners.api import Backend
+from learners.api import Backend, buildable_suites
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,24 @@ def worker_id() -> str:
     """This worker's name in the registry and in the leases of the runs it holds
     (``MARLFORGE_WORKER_NAME``, else ``<host>-<pid>``)."""
     return get_settings().worker_name or leases.default_worker_id()
+
+
+@lru_cache(maxsize=1)
+def served_suites() -> tuple[str, ...]:
+    """The environment suites this worker serves: those named by ``MARLFORGE_WORKER_SUITES``
+    that it can build, or every one it can build when the setting is empty."""
+    buildable = buildable_suites()
+    wanted = [s.strip() for s in get_settings().worker_suites.split(",") if s.strip()]
+    if not wanted:
+        return buildable
+    unknown = [s for s in wanted if s not in buildable]
+    if unknown:
+        log.warning(
+            "MARLFORGE_WORKER_SUITES names suites this host cannot build: %s (it can: %s)",
+            ", ".join(unknown),
+            ", ".join(buildable),
+        )
+    return tuple(s for s in wanted if s in buildable)
 
 
 def announce(gpus: Mapping[Backend, Sequence[str]]) -> None:
@@ -74,6 +92,8 @@ class Presence(Periodic):
 
 def presence_for(settings: Settings, queues: Sequence[str]) -> Presence:
     """The presence of this worker, consuming ``queues``, on a connection pool of its own."""
-    rows = registry.registrations(settings, worker_id(), socket.gethostname(), queues, _announced)
+    rows = registry.registrations(
+        settings, worker_id(), socket.gethostname(), queues, _announced, served_suites()
+    )
     factory = make_session_factory(make_engine(settings.database_url))
     return Presence(factory, rows, settings.worker_heartbeat_interval_s)

@@ -31,6 +31,10 @@ from workers.runs.job import run_experiment
 
 log = logging.getLogger(__name__)
 
+ELSEWHERE_COUNTDOWN_S = 5.0
+"""How long a run for a suite this worker does not serve waits before its message goes back to
+the queue."""
+
 # Set by the worker's SIGTERM/SIGINT handler: the running job checkpoints, stops and is requeued.
 _shutdown = threading.Event()
 
@@ -99,4 +103,8 @@ def _consume(task: Task, what: str, job: Callable[[ArtifactStore], Outcome]) -> 
         raise task.retry(exc=exc, countdown=15) from exc
     if outcome == Outcome.REQUEUE:
         raise Reject(f"worker shutting down; {what} requeued", requeue=True)
+    if outcome == Outcome.ELSEWHERE:
+        # Back to its queue after a pause, for a worker that serves its suite (this one would
+        # take it straight back); as often as it takes: the run waits queued, never fails.
+        raise task.retry(countdown=ELSEWHERE_COUNTDOWN_S, max_retries=None)
     return outcome.value

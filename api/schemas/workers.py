@@ -30,6 +30,11 @@ class RegisteredWorkerOut(BaseModel):
     gpus: list[str] = Field(
         description="The names of the GPUs the backend's framework sees there (`[]` for `cpu`)."
     )
+    suites: list[str] | None = Field(
+        description="The environment suites it serves (`MARLFORGE_WORKER_SUITES`, else every "
+        "suite it can build); `null` for a worker from before workers reported them, which "
+        "counts as serving every suite."
+    )
     started_at: dt.datetime = Field(description="When the worker started.")
     last_seen_at: dt.datetime = Field(description="Its latest heartbeat.")
     live: bool = Field(
@@ -48,6 +53,7 @@ class RegisteredWorkerOut(BaseModel):
             resource_class=row.resource_class,
             queues=[str(q) for q in row.queues],
             gpus=[str(g) for g in row.gpus],
+            suites=None if row.suites is None else [str(s) for s in row.suites],
             started_at=row.started_at,
             last_seen_at=row.last_seen_at,
             live=row.last_seen_at >= live_since,

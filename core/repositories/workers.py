@@ -85,6 +85,22 @@ class WorkerRepository:
             query = query.where(seen >= live_since if live else seen < live_since)
         return list(self.session.scalars(query))
 
+    def suites_served(self, since: dt.datetime) -> dict[Backend, set[str] | None]:
+        """Per backend with a worker seen at or after ``since``, the environment suites those
+        workers serve together; ``None`` where one of them does not say (a worker from before
+        workers reported their suites: it may serve any). One query."""
+        query = select(WorkerRecord.backend, WorkerRecord.suites).where(
+            WorkerRecord.last_seen_at >= since
+        )
+        served: dict[Backend, set[str] | None] = {}
+        for backend, suites in self.session.execute(query):
+            known = served.setdefault(Backend(backend), set())
+            if suites is None or known is None:
+                served[Backend(backend)] = None
+            else:
+                known.update(str(s) for s in suites)
+        return served
+
     def backends_with(self, resource: ResourceClass, since: dt.datetime) -> set[Backend]:
         """The backends that a worker of ``resource``'s class seen at or after ``since``
         consumes (one query)."""

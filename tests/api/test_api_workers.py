@@ -23,7 +23,7 @@ from tests.auth_support import bearer
 pytestmark = pytest.mark.integration
 
 FIELDS = {
-    "id", "hostname", "backend", "resource_class", "queues", "gpus", "started_at",
+    "id", "hostname", "backend", "resource_class", "queues", "gpus", "suites", "started_at",
     "last_seen_at", "live",
 }  # fmt: skip
 H100 = "NVIDIA H100 80GB HBM3"

@@ -13,7 +13,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from core import migrate, registry
 from core.db import make_engine, make_session_factory, utcnow
-from core.enums import ResourceClass
+from core.enums import ExperimentStatus, ResourceClass
+from core.models import Experiment
 from core.queue import declared_queues, queue_for, requested_device, worker_queues
 from core.repositories.workers import WorkerRepository
 from core.settings import Settings
@@ -162,3 +163,43 @@ def test_a_worker_that_registers_forgets_rows_not_seen_for_a_day(
     assert _rows(sessions, "w-gone") == []
     assert len(_rows(sessions, "w-new")) == 1
     registry.unregister(sessions, "w-new")
+
+
+def _queued(suite: str, backend: Backend = Backend.TORCH) -> Experiment:
+    return Experiment(
+        id=f"run-{suite}" + ("-tf" if backend == Backend.TENSORFLOW else ""),
+        backend=backend,
+        status=ExperimentStatus.QUEUED,
+        status_reason=None,
+        spec={"env": {"suite": suite, "id": "x"}, "device": "cpu"},
+    )
+
+
+@pytest.mark.integration
+def test_a_run_says_it_waits_while_no_live_worker_of_its_backend_serves_its_suite(
+    sessions: sessionmaker[Session], settings: Settings
+) -> None:
+    now = utcnow()
+    mpe_only = registry.registrations(
+        settings, "w-mpe", "host-d", ["reg.torch"], {}, ("gymnasium", "mpe")
+    )
+    registry.beat(sessions, mpe_only, now, now=now)
+    runs = [_queued("gridcoop"), _queued("mpe"), _queued("gridcoop", Backend.TENSORFLOW)]
+    with sessions() as session:
+        served = WorkerRepository(session).suites_served(registry.live_since(60, now))
+        reasons = registry.status_reasons(session, runs, 60, now)
+    assert served == {Backend.TORCH: {"gymnasium", "mpe"}}
+    assert reasons["run-gridcoop"] == (
+        "waiting for a worker that serves the gridcoop environments: the live torch workers "
+        "serve gymnasium, mpe (docs/environments.md, 'Which workers serve a suite')"
+    )
+    # Its suite is served; and no tensorflow worker is live at all, which is not this reason.
+    assert reasons["run-mpe"] is None and reasons["run-gridcoop-tf"] is None
+
+    # A second torch worker that serves it: the reason is gone at the next read.
+    every = registry.registrations(settings, "w-all", "host-e", ["reg.torch"], {}, ("gridcoop",))
+    registry.beat(sessions, every, now, now=now)
+    with sessions() as session:
+        assert registry.status_reasons(session, runs, 60, now)["run-gridcoop"] is None
+    registry.unregister(sessions, "w-mpe")
+    registry.unregister(sessions, "w-all")

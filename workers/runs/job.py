@@ -33,6 +33,7 @@ from core.streaming import publish_after_commit, publisher_for
 from learners.api import ExperimentSpec
 from workers.hooks import DatabaseHooks
 from workers.outcome import Outcome, RunLimits
+from workers.presence import served_suites
 from workers.runs.held import HeldRun
 from workers.runs.lease import Lease
 from workers.runs.resume import discard_leftovers, prepare_resume, resume_copy
@@ -68,6 +69,8 @@ def run_experiment(
     ``worker_id`` names this worker in the run's lease (``core.leases.default_worker_id()``)."""
     worker_id = worker_id or leases.default_worker_id()
     spec = _claim(experiment_id, session_factory, limits, worker_id)
+    if isinstance(spec, Outcome):
+        return spec
     if spec is None:
         return Outcome.DONE
     job = RunJob(experiment_id, spec, _database_url(session_factory), storage, limits, worker_id)
@@ -166,10 +169,11 @@ def _hooks(
 
 def _claim(
     experiment_id: str, session_factory: sessionmaker[Session], limits: RunLimits, worker_id: str
-) -> ExperimentSpec | None:
+) -> ExperimentSpec | Outcome | None:
     """Move the experiment to ``running`` under this worker's lease and return its spec; None
     when there is nothing to run (it is not queued: a redelivered message of a run another worker
-    holds, or one that ended)."""
+    holds, or one that ended); ``Outcome.ELSEWHERE``, leaving it queued, when its environment
+    suite is not one this worker serves."""
     with session_factory() as session:
         experiment = ExperimentRepository(session).get(experiment_id)
         if experiment is None:
@@ -183,6 +187,15 @@ def _claim(
         except ValidationError as exc:
             _fail_unclaimed(session, experiment, f"the stored spec is no longer valid: {exc}")
             return None
+        if spec.env.suite not in served_suites():
+            log.info(
+                "experiment %s is for the %s suite, which this worker does not serve (it serves "
+                "%s); handing it back",
+                experiment_id,
+                spec.env.suite,
+                ", ".join(served_suites()),
+            )
+            return Outcome.ELSEWHERE
         moved = transition(
             session, experiment_id, [S.QUEUED], S.RUNNING, f"started on worker {worker_id}",
             attempts=experiment.attempts + 1, started_at=experiment.started_at or utcnow(),

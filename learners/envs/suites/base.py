@@ -17,6 +17,7 @@ a suite declares; never a module, a path or a callable.
 from __future__ import annotations
 
 import abc
+import importlib.util
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -84,6 +85,13 @@ class Suite(abc.ABC):
     """Constructor arguments a spec may not set, with the reason."""
     max_envs: int = 256
     """The most copies a spec may ask for (copies step one after another)."""
+    requires: tuple[str, ...] = ()
+    """The modules its envs need: a host where one is missing cannot build them (a worker then
+    does not serve the suite, ``missing()``)."""
+
+    def missing(self) -> tuple[str, ...]:
+        """The modules of ``requires`` this host lacks, found without importing them."""
+        return tuple(m for m in self.requires if not _findable(m))
 
     @abc.abstractmethod
     def ids(self) -> tuple[str, ...]:
@@ -130,6 +138,13 @@ class Suite(abc.ABC):
         self, env_id: str, kwargs: Mapping[str, Any], seed: int, render: bool
     ) -> EnvFactory:
         """What builds copies of ``env_id`` with ``kwargs`` (on a worker)."""
+
+
+def _findable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package that is not there
+        return False
 
 
 def signature_parameters(target: Any) -> dict[str, inspect.Parameter]:

@@ -30,6 +30,7 @@ class GymnasiumSuite(Suite):
         "Hopper): one agent with continuous actions."
     )
     multi_agent = False
+    requires = ("gymnasium", "mujoco")
 
     def ids(self) -> tuple[str, ...]:
         return tuple(GYMNASIUM_ENVS)

@@ -77,6 +77,11 @@ def suite(name: str) -> Suite:
     return _installed()[0][name]
 
 
+def buildable_suites() -> tuple[str, ...]:
+    """The suites whose envs this host can build (every module they need is installed)."""
+    return tuple(s.name for s in suites() if not s.missing())
+
+
 def plugin_errors() -> dict[str, str]:
     """Entry points that did not load, with the reason."""
     return dict(_installed()[1])

@@ -57,4 +57,5 @@ MAMUJOCO = PettingZooSuite(
         )
         for env_id, (scenario, conf, agents) in _BODIES.items()
     },
+    requires=("gymnasium_robotics", "mujoco"),
 )

@@ -116,6 +116,7 @@ def _shape(env_id: str, kwargs_json: str) -> EnvShape:
 
 class MPESuite(Suite):
     name = "mpe"
+    requires = ("mpe2", "pettingzoo")
     title = "Multi-agent particle environments (mpe2)"
     summary = (
         "The twelve particle-world scenarios of mpe2 (PettingZoo parallel API): cooperative "

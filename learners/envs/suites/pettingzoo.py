@@ -106,8 +106,10 @@ class PettingZooSuite(Suite):
         envs: Mapping[str, PettingZooEnv],
         *,
         reserved: Mapping[str, str] | None = None,
+        requires: tuple[str, ...] = (),
     ) -> None:
         self.name, self.title, self.summary = name, title, summary
+        self.requires = ("pettingzoo", *requires)
         self.envs = dict(envs)
         self.reserved = {**RESERVED_KWARGS, **(reserved or {})}
         self._shapes: dict[tuple[str, str], EnvShape] = {}

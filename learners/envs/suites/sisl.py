@@ -127,4 +127,5 @@ SISL = PettingZooSuite(
             env_state=False,
         ),
     },
+    requires=("pettingzoo.sisl", "pymunk", "Box2D", "pygame"),
 )

@@ -125,6 +125,7 @@ LBF = PettingZooSuite(
         )
         for env_id, agents in _LBF.items()
     },
+    requires=("lbforaging", "gymnasium"),
 )
 RWARE = PettingZooSuite(
     "rware",
@@ -145,4 +146,5 @@ RWARE = PettingZooSuite(
         )
         for env_id, agents in _RWARE.items()
     },
+    requires=("rware", "gymnasium"),
 )
