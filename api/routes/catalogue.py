@@ -9,6 +9,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from learners.api import (
+    MATCH_SCENARIOS,
     ActionKind,
     AlgorithmEntry,
     Backend,
@@ -32,6 +33,10 @@ class EnvironmentOut(BaseModel):
         "against `agent` in the competitive scenarios; `agent` alone in cooperative ones and "
         "Gymnasium). A scenario with several teams reports `train/episode_return/<team>` and "
         "`eval/episode_return/<team>` beside the returns over all agents."
+    )
+    matches: bool = Field(
+        description="Whether matches are played on it (`POST /v1/matches`): the competitive mpe "
+        "scenarios whose teams are scored."
     )
     groups: list[str] = Field(
         description="Each agent's group, in agent order: agents of one group share observation "
@@ -94,6 +99,7 @@ def _environments(algo: AlgorithmEntry) -> list[EnvironmentOut]:
                     suite=suite_name,
                     id=env_id,
                     teams=list(scenario_teams(suite_name, env_id)),
+                    matches=suite_name == "mpe" and env_id in MATCH_SCENARIOS,
                     groups=list(dict.fromkeys(suite(suite_name).entry(env_id).groups)),
                     env_kwargs=_kwargs(algo, suite_name, env_id),
                     hyperparameter_defaults=defaults,

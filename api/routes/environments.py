@@ -3,8 +3,7 @@ ones and any plugin registered under the ``marlforge.environments`` entry-point 
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-
+from api.auth import project_router
 from api.schemas.environments import EnvironmentCatalogue, EnvironmentIdOut, SuiteOut
 from learners.api import (
     EnvSuite,
@@ -16,7 +15,9 @@ from learners.api import (
     trains_on,
 )
 
-router = APIRouter(prefix="/v1", tags=["catalogue"])
+# Any key may read it (it is the same for every project); not open to all, since it names the
+# modules of plugins that failed to load.
+router = project_router("/v1/environments", ["catalogue"])
 
 
 def _environment(env_suite: Suite, env_id: str) -> EnvironmentIdOut:
@@ -48,7 +49,7 @@ def _suite(env_suite: Suite) -> SuiteOut:
 
 
 @router.get(
-    "/environments",
+    "",
     response_model=EnvironmentCatalogue,
     summary="List environment suites",
     description="Every installed environment suite (built-in and plugins) with its ids: their "

@@ -43,7 +43,8 @@ MAX_AGENT_COPIES = 2048
 """``num_envs`` times the agents of one copy: the rows every batched step acts for (the policy's
 forward pass is on the acting path, and copies step one after another on the CPU)."""
 MAX_ENVS = 256
-"""``num_envs`` on mpe2 and Gymnasium, whose copies step one after another."""
+"""``num_envs`` on every engine but the vector engine (copies step one after another); a suite may
+set a lower bound of its own (``Suite.max_envs``)."""
 MAX_VECTOR_AGENT_COPIES = 65_536
 """The same bound on the vector engine, which steps every copy in one array operation: 4,096
 copies of a scenario with 16 agents."""
@@ -206,9 +207,10 @@ def shape_errors(env: EnvSpec, shape: EnvShape) -> list[FieldError]:
         reason = f"at most {MAX_ACTION_DIM} actions per agent (got {shape.action_dim:,})"
         errors.append(FieldError(size_field, reason))
     vector = env.engine == EnvEngine.VECTOR and env.suite == EnvSuite.MPE
-    if not vector and env.num_envs > MAX_ENVS:
+    most = min(MAX_ENVS, suite(env.suite).max_envs)
+    if not vector and env.num_envs > most:
         reason = (
-            f"at most {MAX_ENVS} copies on the {_engine_name(env)} (got {env.num_envs:,}); the "
+            f"at most {most} copies on the {_engine_name(env)} (got {env.num_envs:,}); the "
             f"vector engine (env.engine: vector, mpe scenarios) steps up to {MAX_VECTOR_ENVS:,}"
         )
         errors.append(FieldError("env.num_envs", reason))

@@ -23,7 +23,7 @@ import inspect
 import math
 from typing import Any
 
-from learners.admission.budget import kwarg_ranges
+from learners.admission.budget import MAX_ENVS, kwarg_ranges
 from learners.admission.envs import trains_on
 from learners.enums import ActionKind, Backend, EnvSuite
 from learners.envs.catalogue import Suite, suites
@@ -164,7 +164,7 @@ def _most_copies(env_suite: Suite, env_id: str) -> int:
     (the default engine there), the suite's own elsewhere."""
     if env_suite.name == EnvSuite.MPE and env_id in CLASSIC_MPE_ENVS:
         return MAX_VECTOR_ENVS
-    return env_suite.max_envs
+    return min(MAX_ENVS, env_suite.max_envs)
 
 
 def _kwarg_schema(default: Any) -> Schema:

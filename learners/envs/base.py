@@ -4,8 +4,9 @@ Whatever the suite, ``num_envs`` copies step in lockstep and everything comes ba
 shaped ``(envs, agents, ...)``. A single-agent Gymnasium env is a multi-agent env with one agent, so
 one set of runners and buffers serves both.
 
-- ``obs`` is padded to the largest agent's observation size; ``obs_mask`` marks the real features so
-  padding is masked, never learned from (simple_adversary's agents see different amounts).
+- ``obs`` is padded with zeros to the largest agent's observation size; ``obs_mask`` marks the real
+  features (simple_adversary's agents see different amounts). The learners take the zero padding
+  as input like any feature (with the one-hot agent id, a shared network tells the agents apart).
 - ``agent_mask`` is 1 where an agent is alive this step and 0 where it is absent or done.
 - ``avail_actions`` is 1 for each discrete action an agent may take (all ones for MPE).
 - ``state`` is the global state that centralised critics and mixers condition on.

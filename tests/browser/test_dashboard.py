@@ -73,6 +73,38 @@ def test_the_form_starts_from_the_settings_the_tables_used(page: Page) -> None:
     assert tab.input_value("[name='env.num_envs']") == "1"
 
 
+def test_the_form_lists_every_suite_and_trains_the_example_plugin(page: Page) -> None:
+    page.open("#/new")
+    tab = page.tab
+    tab.select_option("select[name=algorithm]", "mappo")
+    offered = tab.locator("select[name=environment] option").all_inner_texts()
+    for label in (
+        "simple_speaker_listener_v4 (mpe)",
+        "pursuit_v4 (sisl)",
+        "HalfCheetah-2x3 (mamujoco)",
+        "Foraging-8x8-2p-2f-coop-v3 (lbf)",
+        "rware-tiny-2ag-v2 (rware)",
+        "signal_v0 (gridcoop)",
+    ):
+        assert label in offered, (label, offered)
+    tab.select_option("select[name=environment]", label="signal_v0 (gridcoop)")
+    values = {
+        "name": "browser-plugin",
+        "total_steps": "128",
+        "env.num_envs": "2",
+        "evaluation.every_steps": "128",
+        "evaluation.episodes": "1",
+        "checkpoint.every_steps": "128",
+        "hyperparameters.rollout_length": "32",
+        "hyperparameters.hidden_sizes": "16, 16",
+    }
+    for name, value in values.items():
+        tab.fill(f"[name='{name}']", value)
+    tab.click("[data-action=submit]")
+    tab.wait_for_url(re.compile(r"#/runs/[0-9A-Z]{26}$"))
+    tab.locator(".badge[data-status=succeeded]").first.wait_for(timeout=TRAINING_BUDGET_S * 1000)
+
+
 def test_a_bad_hyperparameter_shows_its_error_next_to_the_field(page: Page) -> None:
     page.open("#/new")
     _fill_small_ddpg(page, 3000)

@@ -125,13 +125,13 @@ export function route() {
   return { path, params: new URLSearchParams(query) };
 }
 
-/** The catalogue's scenarios with several teams (the ones a match is played in), by env id:
- *  Map id -> {suite, id, teams}. */
+/** The catalogue's scenarios a match is played in (`matches`: competitive, with several teams),
+ *  by env id: Map id -> {suite, id, teams}. */
 export function competitiveScenarios(catalogue) {
   const found = new Map();
   for (const a of catalogue) {
     for (const e of a.environments) {
-      if (e.teams.length > 1 && !found.has(e.id)) found.set(e.id, { suite: e.suite, id: e.id, teams: e.teams });
+      if (e.matches && e.teams.length > 1 && !found.has(e.id)) found.set(e.id, { suite: e.suite, id: e.id, teams: e.teams });
     }
   }
   return found;

@@ -8,11 +8,10 @@ worker.
 
 from __future__ import annotations
 
+from gridcoop.signal import parallel_env
+from learners.enums import ActionKind
 from learners.envs.suites.base import KwargRange, parameter
 from learners.envs.suites.pettingzoo import PettingZooEnv, PettingZooSuite
-from learners.enums import ActionKind
-
-from gridcoop.signal import parallel_env
 
 SUITE = PettingZooSuite(
     "gridcoop",
@@ -24,7 +23,8 @@ SUITE = PettingZooSuite(
             make=parallel_env,
             action_kinds=frozenset({ActionKind.DISCRETE}),
             agents=("scout_0", "carrier_0", "carrier_1"),
-            teams=("agent", "agent", "agent"),
+            # The scout and the carriers play on one team (their names alone would make two).
+            teams={"scout": "agent", "carrier": "agent"},
             time_limit_kwarg="max_cycles",
             max_steps=10,
             parameters={

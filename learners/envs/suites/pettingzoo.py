@@ -3,8 +3,8 @@
 that sets its time limit and the limit's default. SISL, multi-agent MuJoCo and operator plugins
 are such tables (``docs/environments.md`` walks through writing one).
 
-Teams and groups default to the agents' names without their ``_<index>`` (``pursuer_3`` is on
-team ``pursuer``); a table gives them where names do not say who plays with whom.
+An agent's group is its name without the ``_<index>`` (``pursuer_3`` is in group ``pursuer``), and
+so is its team unless the table says which team each name plays on (``PettingZooEnv.teams``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from learners.envs.suites.base import (
     Suite,
     signature_parameters,
 )
-from learners.envs.teams import teams_of
+from learners.envs.teams import team_of, teams_of
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,10 @@ class PettingZooEnv:
     action_kinds: frozenset[ActionKind]
     agents: tuple[str, ...]
     """The agents with the default kwargs, in order (listed without building one)."""
-    teams: tuple[str, ...] | None = None
-    """Each agent's team; ``None``: from the names."""
-    groups: tuple[str, ...] | None = None
-    """Each agent's group; ``None``: from the names."""
+    teams: Mapping[str, str] | None = None
+    """An agent's team by its name without the ``_<index>`` (``{"scout": "agent", "carrier":
+    "agent"}``: both on one team); a name not in it, or ``None``, is its own team. Read off the
+    agents an env has, so it holds whatever agent counts the kwargs make."""
     time_limit_kwarg: str | None = "max_cycles"
     max_steps: int = 500
     """The time limit when the spec leaves ``time_limit_kwarg`` out."""
@@ -56,6 +56,12 @@ class PettingZooEnv:
     env_state: bool = True
     """Use the env's own ``state()`` as the global state, where it declares one; false: the
     agents' observations side by side."""
+
+
+def team_by_name(teams: Mapping[str, str] | None, agent_id: str) -> str:
+    """The team of agent ``agent_id`` by a table of name prefixes (``PettingZooEnv.teams``)."""
+    group = team_of(agent_id)
+    return (teams or {}).get(group, group)
 
 
 def _parallel(make: Callable[..., Any], kwargs: Mapping[str, Any], render: bool) -> Any:
@@ -78,18 +84,22 @@ def _factory(
 ) -> Any:
     from learners.envs.parallel import ParallelVecEnv
 
+    make_env = functools.partial(_parallel, spec.make, kwargs)
+    probe = make_env(False)
+    agents = tuple(probe.possible_agents)
+    probe.close()
     limit = spec.max_steps
     if spec.time_limit_kwarg is not None and spec.time_limit_kwarg in kwargs:
         limit = int(kwargs[spec.time_limit_kwarg])
     return ParallelVecEnv(
-        functools.partial(_parallel, spec.make, kwargs),
+        make_env,
         num_envs,
         seed,
         first_copy=first_copy,
         render=render,
         name=name,
-        teams=spec.teams,
-        groups=spec.groups,
+        teams=[team_by_name(spec.teams, a) for a in agents],
+        groups=teams_of(agents),
         max_episode_steps=limit,
         use_env_state=spec.env_state,
     )
@@ -121,8 +131,8 @@ class PettingZooSuite(Suite):
         spec = self.envs[env_id]
         return EnvEntry(
             id=env_id,
-            teams=spec.teams or teams_of(spec.agents),
-            groups=spec.groups or teams_of(spec.agents),
+            teams=tuple(team_by_name(spec.teams, a) for a in spec.agents),
+            groups=teams_of(spec.agents),
             action_kinds=spec.action_kinds,
             summary=spec.summary,
         )

@@ -67,14 +67,21 @@ class TupleAsParallel:
 
 
 def make_tuple_env(package: str, env_id: str, **kwargs: Any) -> TupleAsParallel:
-    """``gymnasium.make(env_id)`` after importing ``package`` (which registers it)."""
+    """The env registered as ``env_id`` by ``package``, built from its registered constructor
+    arguments with ``kwargs`` over them, without Gymnasium's wrappers: the time limit is a
+    constructor argument of both (``max_episode_steps``, ``max_steps``), which ``gymnasium.make``
+    would take for its own ``TimeLimit`` instead, and the adapter keeps its own."""
     import importlib
 
     import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
 
     importlib.import_module(package)
-    env = gym.make(env_id, disable_env_checker=True, **kwargs)
-    return TupleAsParallel(env.unwrapped)
+    spec = gym.spec(env_id)
+    create = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else None
+    if create is None:
+        raise ValueError(f"{env_id} has no importable entry point")
+    return TupleAsParallel(create(**{**spec.kwargs, **kwargs}))
 
 
 # EPyMARL's LBF tasks (Papoudakis et al., 2021) that lbforaging 2.0 registers (its v3 ids go up to

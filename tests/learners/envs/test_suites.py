@@ -253,3 +253,40 @@ def test_heterogeneous_scenarios_train_in_every_backend_and_load_in_the_others(
     # The checkpoint records the groups, and every backend's policy acts alike on them.
     for other, acted in actions.items():
         np.testing.assert_allclose(acted, actions[backend], atol=1e-4, err_msg=other)
+
+
+def test_a_broken_plugin_is_left_out_with_its_reason_and_the_rest_still_load(
+    tmp_path: Path,
+) -> None:
+    """A real distribution on the path whose entry point names a module that is not there, and
+    another that names a built-in suite's name: both are left out, with the reason, in a fresh
+    interpreter (entry points are read once per process)."""
+    import subprocess
+    import sys
+
+    for name, target in (("broken-plugin", "no_such_module:SUITE"), ("taken-name", "taken:SUITE")):
+        info = tmp_path / f"{name.replace('-', '_')}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        entry = name.replace("-", "_")
+        (info / "entry_points.txt").write_text(f"[marlforge.environments]\n{entry} = {target}\n")
+    (tmp_path / "taken.py").write_text(
+        "from learners.envs.suites.sisl import SISL as SUITE\n"  # named "sisl": already taken
+    )
+    script = (
+        "from learners.envs.suites.installed import plugin_errors, suite_names\n"
+        "errors = plugin_errors()\n"
+        "print(sorted(errors.items()))\n"
+        "print(suite_names())\n"
+    )
+    env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    errors_line, names_line = result.stdout.strip().splitlines()[-2:]
+    assert "('broken_plugin', \"ModuleNotFoundError: No module named 'no_such_module'\")" in (
+        errors_line
+    )
+    assert "('taken_name', \"the suite name 'sisl' is already taken\")" in errors_line
+    assert "'mpe'" in names_line and "'sisl'" in names_line
