@@ -290,3 +290,67 @@ def test_a_broken_plugin_is_left_out_with_its_reason_and_the_rest_still_load(
     )
     assert "('taken_name', \"the suite name 'sisl' is already taken\")" in errors_line
     assert "'mpe'" in names_line and "'sisl'" in names_line
+
+
+class _Masked:
+    """A parallel env whose agents' legal actions change every step, given as PettingZoo gives
+    them: in a dict observation (agent_0) or in the agent's info (agent_1)."""
+
+    possible_agents = ["agent_0", "agent_1"]
+
+    def __init__(self) -> None:
+        from gymnasium import spaces
+
+        self.agents: list[str] = []
+        self._obs = spaces.Dict(
+            {"observation": spaces.Box(0, 1, (2,)), "action_mask": spaces.MultiBinary(3)}
+        )
+        self._act, self._t = spaces.Discrete(3), 0
+
+    def observation_space(self, agent: str) -> Any:
+        return self._obs if agent == "agent_0" else self._obs["observation"]
+
+    def action_space(self, agent: str) -> Any:
+        return self._act
+
+    def _mask(self) -> np.ndarray:
+        mask = np.zeros(3, np.int8)
+        mask[self._t % 3] = 1
+        return mask
+
+    def _observe(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        value = np.full(2, 0.5, np.float32)
+        obs = {"agent_0": {"observation": value, "action_mask": self._mask()}, "agent_1": value}
+        return obs, {"agent_1": {"action_mask": self._mask()}}
+
+    def reset(self, seed: int | None = None, options: Any = None) -> Any:
+        self.agents, self._t = list(self.possible_agents), 0
+        return self._observe()
+
+    def step(self, actions: Any) -> Any:
+        self._t += 1
+        obs, infos = self._observe()
+        flags = {a: False for a in self.agents}
+        return obs, {a: 0.0 for a in self.agents}, flags, flags, infos
+
+    def close(self) -> None:
+        pass
+
+
+def _masked(render: bool) -> _Masked:
+    return _Masked()
+
+
+def test_action_masks_from_observations_or_infos_narrow_the_available_actions() -> None:
+    env = ParallelVecEnv(_masked, 1, 0, name="masked_v0", max_episode_steps=10)
+    obs = env.reset()
+    seen = [obs.avail_actions.copy()]
+    for _ in range(3):
+        obs, _ = env.step(np.zeros((1, 2), np.int64))
+        seen.append(obs.avail_actions.copy())
+    for t, avail in enumerate(seen):
+        expected = np.eye(3, dtype=np.float32)[t % 3]
+        np.testing.assert_array_equal(avail[0, 0], expected)
+        np.testing.assert_array_equal(avail[0, 1], expected)
+    # The mask moved with the step: the env, not a fixed padding, decided it.
+    assert not np.array_equal(seen[1], seen[2])
