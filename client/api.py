@@ -161,6 +161,10 @@ class Client:
             params["live"] = "true" if live else "false"
         return self._json("GET", "/v1/workers", params=params)
 
+    def environments(self) -> Json:
+        """The installed environment suites and their ids (``GET /v1/environments``)."""
+        return self._json("GET", "/v1/environments")
+
     def get(self, experiment_id: str) -> Json:
         """One experiment."""
         return self._json("GET", f"/v1/experiments/{experiment_id}")

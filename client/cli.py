@@ -29,7 +29,7 @@ Verb = Callable[[Client, argparse.Namespace], int]
 
 VERBS = (
     "login", "submit", "ls", "show", "watch", "logs", "cancel", "resume", "download", "workers",
-    "match", "sweep",
+    "envs", "match", "sweep",
 )  # fmt: skip
 
 
@@ -78,6 +78,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     workers.add_argument("--resource-class", choices=("cpu", "gpu"), default=None)
     workers.add_argument("--live", action="store_true", help="only the live ones")
     _json_flag(workers)
+    envs = sub.add_parser("envs", help="list the environment suites and ids a spec may name")
+    envs.add_argument("--suite", default=None, help="only this suite")
+    _json_flag(envs)
     matches.add_parser(sub, _read_spec, _json_flag)
     sweeps.add_parser(sub, _read_spec, _json_flag)
 
@@ -309,6 +312,31 @@ def workers(client: Client, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def envs(client: Client, args: argparse.Namespace) -> int:
+    """A table of the installed suites' env ids: agents, groups, action kinds, algorithms (or the
+    API's JSON)."""
+    listed = client.environments()
+    suites = [s for s in listed["suites"] if args.suite in (None, s["suite"])]
+    if args.suite is not None and not suites:
+        known = ", ".join(s["suite"] for s in listed["suites"])
+        print(f"no environment suite {args.suite!r} (known: {known})", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    if args.json:
+        _print_json({**listed, "suites": suites})
+        return EXIT_OK
+    rows = [("SUITE", "ID", "AGENTS", "GROUPS", "ACTIONS", "ALGORITHMS")]
+    for suite in suites:
+        for env in suite["environments"]:
+            groups = ",".join(dict.fromkeys(env["groups"]))
+            actions = ",".join(env["action_kinds"])
+            algorithms = ",".join(env["algorithms"]) or "-"
+            rows.append(
+                (suite["suite"], env["id"], str(env["agents"]), groups, actions, algorithms)
+            )
+    _table(rows)
+    return EXIT_OK
+
+
 VERB_FUNCTIONS: dict[str, Verb] = {
     "submit": submit,
     "ls": ls,
@@ -319,6 +347,7 @@ VERB_FUNCTIONS: dict[str, Verb] = {
     "resume": resume,
     "download": download,
     "workers": workers,
+    "envs": envs,
     "match": matches.run,
     "sweep": sweeps.run,
 }

@@ -67,3 +67,20 @@ def test_workers_needs_a_key(live_server: LiveServer, marlforge: Cli) -> None:
         "workers", env={"MARLFORGE_URL": live_server.url, "MARLFORGE_API_KEY": "mfk_" + "x" * 43}
     )
     assert wrong.returncode == 4 and "the server refused the key" in wrong.stderr
+
+
+def test_envs_lists_every_suite_the_api_declares(live_server: LiveServer, marlforge: Cli) -> None:
+    table = marlforge("envs", env=_env(live_server))
+    assert table.returncode == 0, table.stderr
+    header, *rows = table.stdout.splitlines()
+    assert header.split() == ["SUITE", "ID", "AGENTS", "GROUPS", "ACTIONS", "ALGORITHMS"]
+    cells = {tuple(row.split()[:2]): row.split()[2:] for row in rows}
+    assert cells[("mpe", "simple_speaker_listener_v4")][:2] == ["2", "speaker,listener"]
+    assert cells[("gridcoop", "signal_v0")][:3] == ["3", "scout,carrier", "discrete"]
+    assert {suite for suite, _ in cells} >= {"gymnasium", "mpe", "sisl", "mamujoco", "lbf", "rware"}
+
+    only = marlforge("envs", "--suite", "lbf", "--json", env=_env(live_server))
+    assert only.returncode == 0, only.stderr
+    assert [s["suite"] for s in json.loads(only.stdout)["suites"]] == ["lbf"]
+    missing = marlforge("envs", "--suite", "meltingpot", env=_env(live_server))
+    assert missing.returncode == 3 and "no environment suite 'meltingpot'" in missing.stderr

@@ -106,17 +106,22 @@ def _workers(api: Api) -> dict[str, Any]:
     }
 
 
+def _registered(api: Api, name: str) -> dict[str, Any]:
+    """The worker's row once its first beat (a thread of its own, after it is ready) wrote it."""
+    deadline = time.monotonic() + 30
+    while name not in (listed := _workers(api)):
+        assert time.monotonic() < deadline, f"worker {name} never registered"
+        time.sleep(0.2)
+    return dict(listed[name])
+
+
 def test_a_plugin_run_waits_for_a_worker_that_serves_its_suite_then_trains(
     suite_stack: SuiteStack,
 ) -> None:
     api = suite_stack.api
     narrow = f"narrow-{secrets.token_hex(3)}"
     narrow_worker = suite_stack.worker(narrow, MARLFORGE_WORKER_SUITES="gymnasium,mpe")
-    deadline = time.monotonic() + 20
-    while narrow not in _workers(api):
-        assert time.monotonic() < deadline, "the worker never registered"
-        time.sleep(0.2)
-    assert _workers(api)[narrow]["suites"] == ["gymnasium", "mpe"]
+    assert _registered(api, narrow)["suites"] == ["gymnasium", "mpe"]
 
     run = api.submit(_spec("mappo", "gridcoop", "signal_v0"))
     assert api.get(run["id"])["status_reason"].startswith(WAITING)
@@ -130,7 +135,7 @@ def test_a_plugin_run_waits_for_a_worker_that_serves_its_suite_then_trains(
 
     wide = f"wide-{secrets.token_hex(3)}"
     suite_stack.worker(wide)
-    assert "gridcoop" in _workers(api)[wide]["suites"]
+    assert "gridcoop" in _registered(api, wide)["suites"]
     done = api.wait_until(run["id"], {"succeeded"}, timeout=180)
     assert done["worker"]["id"] == wide
     assert api.transitions(run["id"]) == RAN_TO_SUCCESS
