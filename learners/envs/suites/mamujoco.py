@@ -38,6 +38,8 @@ def _maker(env_id: str) -> Any:
     return functools.partial(make_body, env_id)
 
 
+# ``copy_mib`` bounds one copy: RSS grew 1.0 MiB (HalfCheetah 2x3) and 0.5 MiB (Ant 2x4) per copy
+# over 32 stepped copies.
 MAMUJOCO = PettingZooSuite(
     "mamujoco",
     "Multi-agent MuJoCo (Gymnasium-Robotics)",

@@ -109,6 +109,8 @@ _RWARE: dict[str, int] = {
 RWARE_STEPS = 500
 """The time limit RWARE registers and EPyMARL trains with."""
 
+# ``copy_mib`` bounds one copy: RSS grew under 0.05 MiB per copy over 32 stepped copies (LBF
+# 15x15-4p-3f, RWARE small-4ag).
 LBF = PettingZooSuite(
     "lbf",
     "Level-Based Foraging",
