@@ -7,6 +7,7 @@ rolled-back transaction, a broker in a temporary folder).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -51,12 +52,18 @@ def get_session(services: Annotated[Services, Depends(get_services)]) -> Iterato
 
 
 async def json_body(request: Request) -> Any:
-    """The request body parsed as JSON; 400 when it is not JSON."""
+    """The request body parsed as strict JSON; 400 when it is not: ``NaN``, ``Infinity``, a number
+    too large for a float (``1e400``) and an integer of more than ``MAX_INT_DIGITS`` digits are
+    refused here, before anything reads or stores them."""
     raw = await request.body()
     if len(raw) > MAX_BODY_BYTES:
         raise ApiError(413, "too_large", f"the body is larger than {MAX_BODY_BYTES} bytes")
     try:
-        value = json.loads(raw)
+        value = json.loads(
+            raw, parse_constant=_no_constant, parse_float=_finite, parse_int=_bounded
+        )
+    except _NotJson as exc:
+        raise _invalid(str(exc)) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         reason = "empty" if not raw.strip() else f"not valid JSON ({exc})"
         raise _invalid(reason) from None
@@ -65,6 +72,34 @@ async def json_body(request: Request) -> Any:
     if _depth(value) > MAX_JSON_DEPTH:
         raise _invalid(f"nested more than {MAX_JSON_DEPTH} levels deep")
     return value
+
+
+MAX_INT_DIGITS = 30
+"""Digits an integer in a body may have: far past any count, seed or step a spec can mean, and
+short of Python's own limit (4,300 digits, past which its parser raises)."""
+
+
+class _NotJson(ValueError):
+    """A value strict JSON (RFC 8259) does not have, or one no field could use."""
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotJson(f"not valid JSON: {name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotJson(f"not valid JSON: {text[:40]} is too large for a number")
+    return value
+
+
+def _bounded(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _NotJson(
+            f"holding an integer of {len(text.lstrip('-')):,} digits (at most {MAX_INT_DIGITS})"
+        )
+    return int(text)
 
 
 def _invalid(reason: str) -> ApiError:

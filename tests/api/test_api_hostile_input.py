@@ -105,6 +105,38 @@ def test_json_nested_without_end_is_400(
     assert _count(session) == 0
 
 
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("NaN", "NaN is not a JSON number"),
+        ("Infinity", "Infinity is not a JSON number"),
+        ("-Infinity", "-Infinity is not a JSON number"),
+        ("1e400", "1e400 is too large for a number"),
+        ("9" * 5000, "an integer of 5,000 digits"),
+    ],
+)
+@pytest.mark.parametrize("route", ["/v1/experiments", "/v1/sweeps", "/v1/matches"])
+def test_numbers_strict_json_has_not_are_400_and_nothing_is_stored(
+    client: TestClient, keys: dict[str, str], session: Session, route: str, value: str, words: str
+) -> None:
+    body = (
+        '{"name": "hostile", "algorithm": "ddpg", "backend": "torch", "total_steps": 1000, '
+        '"env": {"suite": "gymnasium", "id": "Pendulum-v1", "kwargs": {"g": ' + value + "}}}"
+    )
+    headers = {**bearer(keys["admin"]), "content-type": "application/json"}
+
+    response = client.post(route, content=body, headers=headers)
+
+    assert response.status_code == 400, response.text
+    (problem,) = response.json()["error"]["fields"]
+    assert problem["field"] == "body" and words in problem["reason"], problem
+    assert _count(session) == 0
+    # Nothing stored breaks the next request: a plain spec is still accepted.
+    if route == "/v1/experiments":
+        fine = body.replace(value, "9.81")
+        assert client.post(route, content=fine, headers=headers).status_code == 201
+
+
 def test_names_in_any_script_are_stored_and_read_back_as_sent(
     client: TestClient, example_spec: dict[str, Any], keys: dict[str, str]
 ) -> None:
