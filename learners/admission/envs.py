@@ -91,10 +91,11 @@ def _type_error(value: Any, default: Any) -> str | None:
     elif isinstance(default, str):
         ok, wanted = isinstance(value, str), "a string"
     elif isinstance(default, tuple | list):
-        ok, wanted = (
-            isinstance(value, list) and len(value) == len(default),
-            (f"a list of {len(default)} values"),
-        )
+        numbers = all(isinstance(d, int | float) and not isinstance(d, bool) for d in default)
+        ok = isinstance(value, list) and len(value) == len(default)
+        if numbers:
+            ok = ok and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+        wanted = f"a list of {len(default)} {'numbers' if numbers else 'values'}"
     elif isinstance(default, dict):
         ok, wanted = isinstance(value, dict), "an object"
     else:

@@ -180,7 +180,10 @@ def _kwarg_schema(default: Any) -> Schema:
     if isinstance(default, str):
         return {"type": "string", "pattern": NO_NUL}
     if isinstance(default, tuple | list):
-        return {"type": "array", "minItems": len(default), "maxItems": len(default)}
+        schema: Schema = {"type": "array", "minItems": len(default), "maxItems": len(default)}
+        if all(isinstance(d, int | float) and not isinstance(d, bool) for d in default):
+            schema["items"] = {"type": "number"}
+        return schema
     if isinstance(default, dict):
         return {"type": "object"}
     return {}

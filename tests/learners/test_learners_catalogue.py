@@ -162,3 +162,16 @@ def test_maddpg_on_mpe_gets_continuous_actions_unless_the_spec_says_otherwise() 
     assert discrete.kwargs == {"continuous_actions": False}
     assert others.kwargs == {}  # MAPPO's tables are discrete, mpe2's default
     assert (pendulum.num_envs, pendulum.kwargs) == (1, {})
+
+
+def test_a_list_argument_of_numbers_takes_numbers_only_and_rendering_kwargs_are_reserved() -> None:
+    ddpg = entry(Algorithm.DDPG)
+    refused = validate_env(
+        "gymnasium", "Hopper-v5", {"healthy_z_range": ["/etc/passwd", "x"]}, ddpg
+    )
+    assert fields_of(refused) == ["env.kwargs.healthy_z_range"]
+    assert "a list of 2 numbers" in refused[0].reason
+    assert validate_env("gymnasium", "Hopper-v5", {"healthy_z_range": [0.7, 2]}, ddpg) == []
+    for name in ("visual_options", "default_camera_config", "camera_id", "camera_name"):
+        (error,) = validate_env("gymnasium", "Hopper-v5", {name: {}}, ddpg)
+        assert error.field == f"env.kwargs.{name}" and "rendering" in error.reason

@@ -9,7 +9,13 @@ from typing import Any
 
 from learners.enums import ActionKind
 from learners.envs.shapes import EnvShape, gymnasium_shape
-from learners.envs.suites.base import EnvEntry, EnvFactory, Suite, signature_parameters
+from learners.envs.suites.base import (
+    RESERVED_KWARGS,
+    EnvEntry,
+    EnvFactory,
+    Suite,
+    signature_parameters,
+)
 
 GYMNASIUM_ENVS: dict[str, ActionKind] = {
     "Pendulum-v1": ActionKind.CONTINUOUS,
@@ -31,6 +37,13 @@ class GymnasiumSuite(Suite):
     )
     multi_agent = False
     requires = ("gymnasium", "mujoco")
+    reserved = {
+        **RESERVED_KWARGS,
+        **{
+            name: "rendering is chosen by MARLForge, not by the spec"
+            for name in ("camera_id", "camera_name", "default_camera_config", "visual_options")
+        },
+    }
 
     def ids(self) -> tuple[str, ...]:
         return tuple(GYMNASIUM_ENVS)
