@@ -52,9 +52,10 @@ def get_session(services: Annotated[Services, Depends(get_services)]) -> Iterato
 
 
 async def json_body(request: Request) -> Any:
-    """The request body parsed as strict JSON; 400 when it is not: ``NaN``, ``Infinity``, a number
-    too large for a float (``1e400``) and an integer of more than ``MAX_INT_DIGITS`` digits are
-    refused here, before anything reads or stores them."""
+    """The request body parsed as strict JSON; 400 when it is not (``NaN`` and ``Infinity`` are
+    not JSON numbers), 422 when it holds a number no field could use (one too large for a float,
+    ``1e400``, or an integer of more than ``MAX_INT_DIGITS`` digits): refused here, before
+    anything reads or stores them."""
     raw = await request.body()
     if len(raw) > MAX_BODY_BYTES:
         raise ApiError(413, "too_large", f"the body is larger than {MAX_BODY_BYTES} bytes")
@@ -64,6 +65,15 @@ async def json_body(request: Request) -> Any:
         )
     except _NotJson as exc:
         raise _invalid(str(exc)) from None
+    except _OutOfRange as exc:
+        # JSON, and what the published schemas allow, but no field could use it.
+        reason = str(exc)
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"the request body holds {reason}",
+            [FieldProblem(field="body", reason=reason)],
+        ) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         reason = "empty" if not raw.strip() else f"not valid JSON ({exc})"
         raise _invalid(reason) from None
@@ -80,7 +90,11 @@ short of Python's own limit (4,300 digits, past which its parser raises)."""
 
 
 class _NotJson(ValueError):
-    """A value strict JSON (RFC 8259) does not have, or one no field could use."""
+    """A value strict JSON (RFC 8259) does not have: ``NaN``, ``Infinity``."""
+
+
+class _OutOfRange(ValueError):
+    """A JSON number no field could use: one past a float's range, an integer of too many digits."""
 
 
 def _no_constant(name: str) -> Any:
@@ -90,14 +104,14 @@ def _no_constant(name: str) -> Any:
 def _finite(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise _NotJson(f"not valid JSON: {text[:40]} is too large for a number")
+        raise _OutOfRange(f"{text[:40]}, a number too large for a float")
     return value
 
 
 def _bounded(text: str) -> int:
     if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise _NotJson(
-            f"holding an integer of {len(text.lstrip('-')):,} digits (at most {MAX_INT_DIGITS})"
+        raise _OutOfRange(
+            f"an integer of {len(text.lstrip('-')):,} digits (at most {MAX_INT_DIGITS})"
         )
     return int(text)
 

@@ -106,18 +106,24 @@ def test_json_nested_without_end_is_400(
 
 
 @pytest.mark.parametrize(
-    ("value", "words"),
+    ("value", "status", "words"),
     [
-        ("NaN", "NaN is not a JSON number"),
-        ("Infinity", "Infinity is not a JSON number"),
-        ("-Infinity", "-Infinity is not a JSON number"),
-        ("1e400", "1e400 is too large for a number"),
-        ("9" * 5000, "an integer of 5,000 digits"),
+        ("NaN", 400, "NaN is not a JSON number"),
+        ("Infinity", 400, "Infinity is not a JSON number"),
+        ("-Infinity", 400, "-Infinity is not a JSON number"),
+        ("1e400", 422, "1e400, a number too large for a float"),
+        ("9" * 5000, 422, "an integer of 5,000 digits"),
     ],
 )
 @pytest.mark.parametrize("route", ["/v1/experiments", "/v1/sweeps", "/v1/matches"])
-def test_numbers_strict_json_has_not_are_400_and_nothing_is_stored(
-    client: TestClient, keys: dict[str, str], session: Session, route: str, value: str, words: str
+def test_numbers_no_field_can_hold_are_refused_and_nothing_is_stored(
+    client: TestClient,
+    keys: dict[str, str],
+    session: Session,
+    route: str,
+    value: str,
+    status: int,
+    words: str,
 ) -> None:
     body = (
         '{"name": "hostile", "algorithm": "ddpg", "backend": "torch", "total_steps": 1000, '
@@ -127,7 +133,7 @@ def test_numbers_strict_json_has_not_are_400_and_nothing_is_stored(
 
     response = client.post(route, content=body, headers=headers)
 
-    assert response.status_code == 400, response.text
+    assert response.status_code == status, response.text
     (problem,) = response.json()["error"]["fields"]
     assert problem["field"] == "body" and words in problem["reason"], problem
     assert _count(session) == 0

@@ -142,6 +142,9 @@ def test_a_plugin_run_waits_for_a_worker_that_serves_its_suite_then_trains(
     names = {m["name"] for m in api.all_metrics(run["id"])}
     assert "eval/episode_return" in names
     assert api.checkpoints(run["id"])
+    # The runs below go to the wide worker alone.
+    narrow_worker.stop()
+    suite_stack.workers.remove(narrow_worker)
 
 
 @pytest.mark.parametrize(
@@ -161,6 +164,11 @@ def test_each_new_suite_trains_through_the_api(
         suite_stack.worker(f"wide-{secrets.token_hex(3)}")
     api = suite_stack.api
     run = api.submit(_spec(algorithm, suite, env_id, **kwargs))
-    done = api.wait_until(run["id"], {"succeeded"}, timeout=240)
+    try:
+        done = api.wait_until(run["id"], {"succeeded"}, timeout=240)
+    except AssertionError as exc:
+        raise AssertionError(
+            f"{exc}; status_reason: {api.get(run['id'])['status_reason']}"
+        ) from exc
     assert done["progress"]["step"] >= 128
     assert api.checkpoints(run["id"])
