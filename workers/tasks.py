@@ -105,6 +105,12 @@ def _consume(task: Task, what: str, job: Callable[[ArtifactStore], Outcome]) -> 
         raise Reject(f"worker shutting down; {what} requeued", requeue=True)
     if outcome == Outcome.ELSEWHERE:
         # Back to its queue after a pause, for a worker that serves its suite (this one would
-        # take it straight back); as often as it takes: the run waits queued, never fails.
-        raise task.retry(countdown=ELSEWHERE_COUNTDOWN_S, max_retries=None)
+        # take it straight back), as often as it takes: the run waits queued, never fails. A new
+        # message, not ``retry``, which counts against the task's ``max_retries`` and would drop
+        # the message (stranding the run) after that many hand-backs.
+        queue = (task.request.delivery_info or {}).get("routing_key")
+        task.apply_async(
+            args=task.request.args, kwargs=task.request.kwargs,
+            countdown=ELSEWHERE_COUNTDOWN_S, queue=queue,
+        )  # fmt: skip
     return outcome.value
