@@ -7,6 +7,9 @@ copies that did not end) lives here once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -137,3 +140,17 @@ def as_index_array(episode_index: NDArray[np.int64] | None, num_envs: int) -> ND
     if index.shape != (num_envs,) or (index < 0).any():
         raise ValueError(f"episode_index must be {num_envs} non-negative integers, got {index}")
     return index
+
+
+def first_frame(envs: Sequence[Any]) -> NDArray[np.uint8]:
+    """Copy 0's RGB frame, (H, W, 3): what every in-process adapter's ``render`` returns."""
+    frame = envs[0].render()
+    if not isinstance(frame, np.ndarray):
+        raise RuntimeError("render() needs an env made with render=True")
+    return frame.astype(np.uint8, copy=False)
+
+
+def close_all(envs: Sequence[Any]) -> None:
+    """Close every copy."""
+    for env in envs:
+        env.close()

@@ -36,7 +36,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from learners.envs.base import EnvInfo, Observation, Transition, episode_seed
-from learners.envs.batch import StepBuffers, as_index_array
+from learners.envs.batch import StepBuffers, as_index_array, close_all, first_frame
 from learners.envs.teams import teams_of
 
 ParallelEnvMaker = Callable[[bool], Any]
@@ -296,11 +296,7 @@ class ParallelVecEnv:
         return obs, transition
 
     def render(self) -> NDArray[np.uint8]:
-        frame = self._envs[0].render()
-        if not isinstance(frame, np.ndarray):
-            raise RuntimeError("render() needs an env made with render=True")
-        return frame.astype(np.uint8, copy=False)
+        return first_frame(self._envs)
 
     def close(self) -> None:
-        for env in self._envs:
-            env.close()
+        close_all(self._envs)

@@ -10,7 +10,8 @@ hear it and must walk to the goal.
   divided by the line's length, every step. An episode lasts ``max_cycles`` steps.
 
 Two groups with different observation sizes (``size`` against ``2 * size + 1``) and action sizes
-(``size`` against 3), and an agent that leaves early: what the MARLForge adapter has to handle.
+(``size`` against 3), and an agent that leaves early: what the MARLForge adapter has to handle. It
+declares no global state (no ``state_space``): MARLForge then joins the agents' observations.
 """
 
 from __future__ import annotations
@@ -103,9 +104,6 @@ class SignalEnv(ParallelEnv):  # type: ignore[misc]
         for cell in self._cells:
             frame[5:15, 20 * cell + 5 : 20 * cell + 15, 0] = 255
         return frame
-
-    def state(self) -> np.ndarray:
-        raise NotImplementedError  # no state_space: MARLForge joins the observations
 
     def close(self) -> None:
         pass
