@@ -4,6 +4,8 @@ or any ASGI server given ``create_app()``.
 
 - the reaper (``core.leases.Reaper``): a run whose worker was lost (its lease lapsed) is queued
   again and resumes from its latest checkpoint;
+- the reconciler (``core.reconcile.Reconciler``): a queued run whose message the broker lost is
+  sent again (the database is the queue of record);
 - the compactor (``core.retention.Compactor``): runs whose retention has passed are compacted;
 - the purger (``core.idempotency.Purger``): idempotency keys older than a day are forgotten;
 - the sweep scheduler (``core.sweeps.scheduler.SweepScheduler``): sweeps' pending runs start as
@@ -23,6 +25,7 @@ from core.background import Periodic
 from core.idempotency import Purger
 from core.leases import Reaper
 from core.queue import Dispatcher
+from core.reconcile import Reconciler
 from core.retention import Compactor
 from core.settings import Settings
 from core.sweeps.scheduler import SweepScheduler
@@ -42,10 +45,14 @@ class BackgroundLoops:
 def start_background_loops(
     settings: Settings, session_factory: sessionmaker[Session], dispatcher: Dispatcher
 ) -> BackgroundLoops:
-    """Start the reaper, the compactor, the purger and the sweep scheduler on ``session_factory``
-    and ``dispatcher`` (the app's own)."""
+    """Start the reaper, the reconciler, the compactor, the purger and the sweep scheduler on
+    ``session_factory`` and ``dispatcher`` (the app's own)."""
+    reconciler = Reconciler(
+        session_factory, dispatcher, settings.dispatch_grace_s, settings.reconcile_interval_s
+    )
     loops = (
         Reaper(session_factory, dispatcher, settings.lease_ttl_s, settings.reaper_interval_s),
+        *((reconciler,) if settings.reconcile_interval_s > 0 else ()),
         Compactor(session_factory, settings),
         Purger(session_factory),
         SweepScheduler(

@@ -19,7 +19,7 @@ from core.errors import BrokerUnavailable, Conflict, NotFound
 from core.ids import new_id
 from core.lifecycle import transition
 from core.models import Experiment
-from core.queue import Dispatcher, requested_device, resource_class
+from core.queue import Dispatcher, requested_device, requested_suite, resource_class
 from core.repositories import CheckpointRepository, EventRepository, ExperimentRepository
 from core.repositories.leases import LeaseRepository
 from learners.api import GPU_BACKENDS, ExperimentSpec
@@ -140,7 +140,9 @@ def queue_position(session: Session, experiment: Experiment) -> int | None:
     cuda = None
     if backend in GPU_BACKENDS:  # two queues: the GPU one (cuda), the plain one (the rest)
         cuda = resource_class(backend, requested_device(experiment.spec)) == ResourceClass.GPU
-    return LeaseRepository(session).queue_position(experiment, cuda)
+    return LeaseRepository(session).queue_position(
+        experiment, cuda, requested_suite(experiment.spec)
+    )
 
 
 def cancel(session: Session, experiment_id: str, actor: Actor | None = None) -> Experiment:
@@ -227,7 +229,12 @@ def dispatch(session: Session, dispatcher: Dispatcher, experiment: Experiment) -
     (``core.queue.queue_for``); a broker that refuses fails the run with the reason, and
     BrokerUnavailable tells the caller. Every path that queues a run comes through here."""
     try:
-        dispatcher.enqueue(experiment.id, experiment.backend, requested_device(experiment.spec))
+        dispatcher.enqueue(
+            experiment.id,
+            experiment.backend,
+            requested_device(experiment.spec),
+            requested_suite(experiment.spec),
+        )
     except Exception as exc:  # kombu raises several types; all mean the job was not queued
         log.exception("could not queue experiment %s", experiment.id)
         reason = f"could not queue the run: the broker is unreachable ({exc})"

@@ -114,7 +114,7 @@ def submit(
     )
     MatchRepository(session).add(match)
     session.commit()
-    dispatcher.enqueue_match(match.id, backend)
+    dispatcher.enqueue_match(match.id, backend, spec.env.suite)
     return match
 
 

@@ -181,6 +181,9 @@ class Experiment(Base):
     device: Mapped[str | None] = mapped_column(String(200))
     """The device its worker resolved for it when it last started the run (``cpu``,
     ``cuda:0 (NVIDIA H100 80GB HBM3)``); NULL until a worker started it."""
+    dispatched_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
+    """When the reconciler last sent its message again (``core.reconcile``: the broker held
+    none); NULL until it did."""
 
 
 class ExperimentTag(Base):

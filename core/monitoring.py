@@ -124,8 +124,8 @@ def _run_families(
 def _broker_family(waiting: dict[tuple[Backend, ResourceClass], int], settings: Settings) -> Metric:
     family = GaugeMetricFamily(
         BROKER,
-        "Messages waiting in each broker queue: every backend's, and its GPU queue where it has "
-        "one (Redis LLEN; a worker's running job is not counted).",
+        "Messages waiting in each backend's queues, and its GPU queues where it has them, over "
+        "every environment suite (Redis LLEN; a worker's running job is not counted).",
         labels=["backend", "queue"],
     )
     for (backend, klass), count in waiting.items():

@@ -1,27 +1,35 @@
 """The job queue: one Celery configuration for the API (sending) and the workers (consuming).
 
-One queue per backend and resource class, so a worker image with only TensorFlow never receives a
-PyTorch job, and a run that needs a GPU only reaches a worker that has one:
+One queue per backend, resource class and environment suite, so a worker image with only
+TensorFlow never receives a PyTorch job, a run that needs a GPU only reaches a worker that has one,
+and a run of a suite only reaches a worker that serves it (``MARLFORGE_WORKER_SUITES``):
 
-- ``<prefix><backend>`` (``marlforge.torch``): runs whose spec asks for ``cpu`` or ``auto``, and
-  matches (played on the CPU). Every worker of the backend consumes it.
-- ``<prefix><backend>-gpu`` (``marlforge.torch-gpu``): runs whose spec asks for ``cuda``. Only GPU
-  workers (``marlforge worker --gpu``) consume it, beside the plain queue, and they look at it
-  first. Only the backends that can use a GPU (``learners.backends.GPU_BACKENDS``) have one; a
-  ``cuda`` spec of another backend goes to its plain queue and fails there with its runtime's
-  reason.
+- ``<prefix><backend>.<suite>`` (``marlforge.torch.mpe``): runs of the suite whose spec asks for
+  ``cpu`` or ``auto``, and matches (played on the CPU). Every worker of the backend that serves the
+  suite consumes it.
+- ``<prefix><backend>-gpu.<suite>`` (``marlforge.torch-gpu.mpe``): runs whose spec asks for
+  ``cuda``. Only GPU workers (``marlforge worker --gpu``) consume it, beside the plain queue, and
+  they look at it first. Only the backends that can use a GPU (``learners.backends.GPU_BACKENDS``)
+  have one; a ``cuda`` spec of another backend goes to its plain queue and fails there with its
+  runtime's reason.
+
+The suites are those installed where the process runs (``learners.api.suite_names``): the API
+sends only specs its installed suites admit. ``<prefix><backend>[-gpu]`` alone names a backend's
+family of queues (the label of the monitoring gauges).
 
 ``queue_for`` decides a run's queue from its spec; every path that queues a run (submission,
-resume, a sweep's scheduler, a takeover after a lost worker) goes through it. Work is acknowledged
-late (after the run ends) and prefetched one job at a time; the broker's visibility timeout is
-above the longest run, so a slow run is never handed to a second worker.
+resume, a sweep's scheduler, a takeover after a lost worker, the reconciler) goes through it. Work
+is acknowledged late (after the run ends) and prefetched one job at a time; the broker's visibility
+timeout is above the longest run, so a slow run is never handed to a second worker.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from celery import Celery
 from kombu import Exchange, Queue  # type: ignore[attr-defined]
@@ -29,19 +37,33 @@ from kombu import Exchange, Queue  # type: ignore[attr-defined]
 from core.enums import ResourceClass
 from core.settings import Settings
 from core.streaming import redis_url_of
-from learners.api import GPU_BACKENDS, Backend, Device
+from learners.api import GPU_BACKENDS, Backend, Device, suite_names
 
 RUN_TASK = "marlforge.run_experiment"
 MATCH_TASK = "marlforge.play_match"
 GPU_SUFFIX = "-gpu"
 
 
+class Route(NamedTuple):
+    """One queue of the service and what it carries."""
+
+    backend: Backend
+    resource: ResourceClass
+    suite: str
+    name: str
+
+
 def queue_name(
-    settings: Settings, backend: Backend, resource: ResourceClass = ResourceClass.CPU
+    settings: Settings,
+    backend: Backend,
+    resource: ResourceClass = ResourceClass.CPU,
+    suite: str | None = None,
 ) -> str:
-    """The queue that carries ``backend``'s jobs of the ``resource`` class."""
+    """The queue that carries ``backend``'s jobs of the ``resource`` class for the environment
+    ``suite``; without a suite, the name of that family of queues."""
     suffix = GPU_SUFFIX if resource == ResourceClass.GPU else ""
-    return f"{settings.queue_prefix}{Backend(backend).value}{suffix}"
+    family = f"{settings.queue_prefix}{Backend(backend).value}{suffix}"
+    return family if suite is None else f"{family}.{suite}"
 
 
 def resource_class(backend: Backend, device: Device) -> ResourceClass:
@@ -60,30 +82,49 @@ def requested_device(spec: Mapping[str, Any]) -> Device:
         return Device.AUTO
 
 
-def queue_for(settings: Settings, backend: Backend, device: Device) -> str:
-    """The queue a run of ``backend`` whose spec asks for ``device`` is sent to: the one function
-    that decides it (see the module's docstring)."""
-    return queue_name(settings, backend, resource_class(backend, device))
+def requested_suite(spec: Mapping[str, Any]) -> str:
+    """The environment suite a stored spec names (``gymnasium`` for one that names none)."""
+    env = spec.get("env")
+    suite = env.get("suite") if isinstance(env, Mapping) else None
+    return suite if isinstance(suite, str) and suite else "gymnasium"
 
 
-def declared_queues(settings: Settings) -> list[tuple[Backend, ResourceClass, str]]:
-    """Every queue of the service: each backend's plain queue and, for a backend that can use a
-    GPU, its GPU queue."""
-    queues = [(b, ResourceClass.CPU, queue_name(settings, b)) for b in Backend]
-    gpu = ResourceClass.GPU
-    queues += [(b, gpu, queue_name(settings, b, gpu)) for b in Backend if b in GPU_BACKENDS]
-    return queues
+def queue_for(settings: Settings, backend: Backend, device: Device, suite: str) -> str:
+    """The queue a run of ``backend`` on the environment ``suite`` whose spec asks for ``device``
+    is sent to: the one function that decides it (see the module's docstring)."""
+    return queue_name(settings, backend, resource_class(backend, device), suite)
+
+
+def declared_queues(settings: Settings, suites: Sequence[str] | None = None) -> list[Route]:
+    """Every queue of the service: for each suite (``suites``, else every installed one), each
+    backend's plain queue and, for a backend that can use a GPU, its GPU queue."""
+    names = suite_names() if suites is None else tuple(suites)
+    cpu, gpu = ResourceClass.CPU, ResourceClass.GPU
+    routes = [Route(b, cpu, s, queue_name(settings, b, cpu, s)) for b in Backend for s in names]
+    routes += [
+        Route(b, gpu, s, queue_name(settings, b, gpu, s))
+        for b in Backend
+        if b in GPU_BACKENDS
+        for s in names
+    ]
+    return routes
 
 
 def worker_queues(
-    settings: Settings, backends: Sequence[Backend], on_gpu: Collection[Backend] = ()
+    settings: Settings,
+    backends: Sequence[Backend],
+    on_gpu: Collection[Backend] = (),
+    suites: Sequence[str] | None = None,
 ) -> list[str]:
-    """The queues a worker of ``backends`` consumes, in the order it looks at them: the GPU queue
-    of each backend it runs on a GPU (``on_gpu``) first, then every plain one (a GPU host also
-    takes CPU-class work)."""
+    """The queues a worker of ``backends`` serving ``suites`` (else every installed one) consumes,
+    in the order it looks at them: the GPU queues of each backend it runs on a GPU (``on_gpu``)
+    first, then every plain one (a GPU host also takes CPU-class work)."""
+    names = suite_names() if suites is None else tuple(suites)
     gpu = ResourceClass.GPU
-    gpu_queues = [queue_name(settings, b, gpu) for b in backends if b in on_gpu]
-    return gpu_queues + [queue_name(settings, b) for b in backends]
+    gpu_queues = [queue_name(settings, b, gpu, s) for b in backends if b in on_gpu for s in names]
+    return gpu_queues + [
+        queue_name(settings, b, ResourceClass.CPU, s) for b in backends for s in names
+    ]
 
 
 def _embedded_folders(settings: Settings) -> dict[str, str]:
@@ -107,14 +148,14 @@ def make_celery(settings: Settings) -> Celery:
         transport_options.update(_embedded_folders(settings))
     # kombu ships no type hints. A direct exchange per queue, named like it: the queue name is
     # the routing key, so a message reaches exactly its queue.
-    names = [name for _, _, name in declared_queues(settings)]
+    names = [route.name for route in declared_queues(settings)]
     queues = [Queue(n, Exchange(n), n) for n in names]  # type: ignore[no-untyped-call]
     app.conf.update(
         broker_transport_options=transport_options,
         broker_connection_retry_on_startup=True,
         broker_connection_timeout=5,
         task_queues=queues,
-        task_default_queue=queue_name(settings, Backend.TORCH),
+        task_default_queue=names[0],
         task_create_missing_queues=False,
         task_acks_late=True,
         task_reject_on_worker_lost=True,
@@ -133,15 +174,20 @@ def make_celery(settings: Settings) -> Celery:
 class Dispatcher(Protocol):
     """Hands a stored experiment to the workers of its backend."""
 
-    def enqueue(self, experiment_id: str, backend: Backend, device: Device) -> None:
-        """Queue a run of the experiment, whose spec asks for ``device``, on ``queue_for``'s
-        queue (only after its row is committed)."""
+    def enqueue(self, experiment_id: str, backend: Backend, device: Device, suite: str) -> None:
+        """Queue a run of the experiment, whose spec asks for ``device`` on an environment of
+        ``suite``, on ``queue_for``'s queue (only after its row is committed)."""
 
-    def enqueue_match(self, match_id: str, backend: Backend) -> None:
-        """Queue a match to be played (only after its row is committed)."""
+    def enqueue_match(self, match_id: str, backend: Backend, suite: str) -> None:
+        """Queue a match on ``suite``'s environment to be played (only after its row is
+        committed)."""
 
     def unreachable_reason(self) -> str | None:
         """None when the broker can take messages, else why not."""
+
+    def held_runs(self) -> set[str] | None:
+        """The experiment ids whose run messages the broker holds (``held_runs``); None when it
+        cannot tell; raises when the broker cannot be reached."""
 
 
 class CeleryDispatcher:
@@ -151,12 +197,14 @@ class CeleryDispatcher:
         self.settings = settings
         self.app = app if app is not None else make_celery(settings)
 
-    def enqueue(self, experiment_id: str, backend: Backend, device: Device) -> None:
-        self._send(RUN_TASK, experiment_id, queue_for(self.settings, Backend(backend), device))
+    def enqueue(self, experiment_id: str, backend: Backend, device: Device, suite: str) -> None:
+        queue = queue_for(self.settings, Backend(backend), device, suite)
+        self._send(RUN_TASK, experiment_id, queue)
 
-    def enqueue_match(self, match_id: str, backend: Backend) -> None:
+    def enqueue_match(self, match_id: str, backend: Backend, suite: str) -> None:
         # A match plays its policies on the CPU (``learners.policy.load_policy``).
-        self._send(MATCH_TASK, match_id, queue_name(self.settings, Backend(backend)))
+        queue = queue_name(self.settings, Backend(backend), ResourceClass.CPU, suite)
+        self._send(MATCH_TASK, match_id, queue)
 
     def _send(self, task: str, row_id: str, queue: str) -> None:
         self.app.send_task(
@@ -166,6 +214,9 @@ class CeleryDispatcher:
             retry=True,
             retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
         )
+
+    def held_runs(self) -> set[str] | None:
+        return held_runs(self.settings)
 
     def unreachable_reason(self) -> str | None:
         if self.settings.uses_embedded_broker:
@@ -181,16 +232,22 @@ class CeleryDispatcher:
 
 
 def waiting_messages(settings: Settings) -> dict[tuple[Backend, ResourceClass], int] | None:
-    """How many messages wait in each queue (``declared_queues``), as the broker counts them: the
-    length of Redis's list of that name (``LLEN``), or the embedded broker's message files of that
-    queue. A message a worker has taken (its running job, unacknowledged until the run ends) no
-    longer waits. None for a broker this cannot ask; raises when the broker cannot be reached."""
-    names = {(backend, klass): name for backend, klass, name in declared_queues(settings)}
+    """How many messages wait in each backend's queues of each resource class, over every suite
+    (``declared_queues``), as the broker counts them: the length of Redis's list of each queue
+    (``LLEN``), or the embedded broker's message files of that queue. A message a worker has taken
+    (its running job, unacknowledged until the run ends) no longer waits. None for a broker this
+    cannot ask; raises when the broker cannot be reached."""
+    routes = declared_queues(settings)
+    counts = {(r.backend, r.resource): 0 for r in routes}
     if settings.uses_embedded_broker:
         # kombu's filesystem transport names each message file "<time>_<uuid>.<queue>.msg".
         folder = settings.broker_dir / "queue"
         files = [path.name for path in folder.glob("*.msg")] if folder.is_dir() else []
-        return {k: sum(f.endswith(f".{name}.msg") for f in files) for k, name in names.items()}
+        for route in routes:
+            counts[route.backend, route.resource] += sum(
+                f.endswith(f".{route.name}.msg") for f in files
+            )
+        return counts
     url = redis_url_of(settings)
     if url is None:
         return None
@@ -199,12 +256,72 @@ def waiting_messages(settings: Settings) -> dict[tuple[Backend, ResourceClass], 
     client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
     try:
         with client.pipeline(transaction=False) as pipe:
-            for name in names.values():
-                pipe.llen(name)
+            for route in routes:
+                pipe.llen(route.name)
             lengths = pipe.execute()
     finally:
         client.close()
-    return {key: int(length) for key, length in zip(names, lengths, strict=True)}
+    for route, length in zip(routes, lengths, strict=True):
+        counts[route.backend, route.resource] += int(length)
+    return counts
+
+
+UNACKED_KEY = "unacked"
+"""kombu's Redis hash of the messages workers have taken and not yet acknowledged."""
+
+
+def held_runs(settings: Settings) -> set[str] | None:
+    """The experiment ids the broker holds a run message for: waiting in any of the service's
+    queues (``declared_queues``), or taken by a worker and not yet acknowledged (kombu's
+    ``unacked`` hash on Redis). None for a broker this cannot read; raises when it cannot be
+    reached. The embedded broker's taken messages are no longer in its folder: a run just taken
+    is told apart by its age (``core.reconcile``)."""
+    if settings.uses_embedded_broker:
+        folder = settings.broker_dir / "queue"
+        payloads = []
+        for path in folder.glob("*.msg") if folder.is_dir() else []:
+            try:
+                payloads.append(path.read_bytes())
+            except OSError:  # taken by a worker since the folder was listed
+                continue
+        return {i for i in map(_run_of, payloads) if i is not None}
+    url = redis_url_of(settings)
+    if url is None:
+        return None
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
+    try:
+        with client.pipeline(transaction=False) as pipe:
+            for route in declared_queues(settings):
+                pipe.lrange(route.name, 0, -1)
+            pipe.hvals(UNACKED_KEY)
+            *waiting, taken = pipe.execute()
+    finally:
+        client.close()
+    held = {i for raws in waiting for i in map(_run_of, raws) if i is not None}
+    for raw in taken:  # [payload, exchange, routing key]
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(entry, list) and entry and (run := _run_of(entry[0])) is not None:
+            held.add(run)
+    return held
+
+
+def _run_of(payload: bytes | str | dict[str, Any]) -> str | None:
+    """The experiment id of a kombu message of ``RUN_TASK`` (its body, base64 JSON
+    ``[args, kwargs, embed]``), else None."""
+    try:
+        message = payload if isinstance(payload, dict) else json.loads(payload)
+        if message.get("headers", {}).get("task") != RUN_TASK:
+            return None
+        body = json.loads(base64.b64decode(message["body"]))
+        run = body[0][0]
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return None
+    return run if isinstance(run, str) else None
 
 
 def _writable(folder: Path) -> bool:

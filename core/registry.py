@@ -63,7 +63,7 @@ def registrations(
     """A worker's rows, read from the queues it consumes (in its order; queues that are not the
     service's are left out): one per backend, of class ``gpu`` when it consumes that backend's GPU
     queue, with the GPUs ``gpus`` names for it and the environment suites it serves."""
-    known = {name: (backend, klass) for backend, klass, name in declared_queues(settings)}
+    known = {r.name: (r.backend, r.resource) for r in declared_queues(settings)}
     consumed: dict[Backend, list[str]] = {}
     on_gpu: set[Backend] = set()
     for queue in queues:

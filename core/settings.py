@@ -76,6 +76,13 @@ class Settings(BaseSettings):
     checkpoint (``max_restarts`` in its spec)."""
     reaper_interval_s: float = Field(default=10.0, gt=0, le=600)
     """How often the API looks for runs whose lease lapsed."""
+    reconcile_interval_s: float = Field(default=30.0, ge=0, le=3600)
+    """How often the API compares the runs the database says are queued with the messages the
+    broker holds, and sends the missing ones again (``core.reconcile``); 0 turns it off (for
+    stacks that share one database but not one broker, as the test suite's do)."""
+    dispatch_grace_s: float = Field(default=30.0, ge=1, le=3600)
+    """How long a queued run's message may be missing from the broker (on its way, or just
+    taken by a worker) before the reconciler sends it again."""
     sweep_interval_s: float = Field(default=5.0, gt=0, le=600)
     """How often the API starts a sweep's pending runs when runs of it have ended
     (``core.sweeps.scheduler``: at most ``max_concurrent`` of a sweep's runs are queued or

@@ -24,7 +24,12 @@ from learners.backends import GPU_BACKENDS, describe_device, gpu_names, resolve_
 from learners.enums import ActionKind, Algorithm, Backend, Device, EnvEngine, EnvSuite
 from learners.envs.catalogue import env_ids, scenario_teams, suite, suites
 from learners.envs.suites.base import EnvEntry, KwargRange, Suite
-from learners.envs.suites.installed import ENTRY_POINT_GROUP, buildable_suites, plugin_errors
+from learners.envs.suites.installed import (
+    ENTRY_POINT_GROUP,
+    buildable_suites,
+    plugin_errors,
+    suite_names,
+)
 from learners.hooks import MetricPoint
 from learners.matches import MATCH_SCENARIOS, RANDOM, play_match
 from learners.registry import AlgorithmEntry, entries
@@ -93,6 +98,7 @@ __all__ = [
     "scenario_teams",
     "spec_json_schema",
     "suite",
+    "suite_names",
     "suites",
     "train",
     "trains_on",

@@ -59,7 +59,16 @@ def main(settings: Settings, backends: Sequence[Backend], gpu: bool) -> int:
     if gpu:
         options = dict(app.conf.broker_transport_options or {})
         app.conf.broker_transport_options = {**options, "queue_order_strategy": "priority"}
-    queues = worker_queues(settings, chosen, on_gpu=list(gpus))
+    suites = presence.served_suites()
+    if not suites:
+        print(
+            "marlforge worker: refusing to start: it serves no environment suite "
+            f"(MARLFORGE_WORKER_SUITES={settings.worker_suites!r} names none this host can build)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return REFUSED_EXIT_CODE
+    queues = worker_queues(settings, chosen, on_gpu=list(gpus), suites=suites)
     # The solo pool takes one job at a time in this process, which trains it in a child process
     # (workers.supervisor: memory budget, cancel grace) and forwards its SIGTERM there; the run
     # checkpoints and stops.

@@ -17,8 +17,8 @@ class Outcome(StrEnum):
     REQUEUE = "requeue"
     """The worker is shutting down mid-run: return the message so another run resumes it."""
     ELSEWHERE = "elsewhere"
-    """The run is for an environment suite this worker does not serve: hand the message back,
-    untouched, for a worker that does."""
+    """The run is for an environment suite this worker does not serve (a message on a queue it
+    should not consume): drop the message, leave the run queued for the reconciler."""
 
 
 @dataclass(frozen=True)

@@ -31,10 +31,6 @@ from workers.runs.job import run_experiment
 
 log = logging.getLogger(__name__)
 
-ELSEWHERE_COUNTDOWN_S = 5.0
-"""How long a run for a suite this worker does not serve waits before its message goes back to
-the queue."""
-
 # Set by the worker's SIGTERM/SIGINT handler: the running job checkpoints, stops and is requeued.
 _shutdown = threading.Event()
 
@@ -104,13 +100,8 @@ def _consume(task: Task, what: str, job: Callable[[ArtifactStore], Outcome]) -> 
     if outcome == Outcome.REQUEUE:
         raise Reject(f"worker shutting down; {what} requeued", requeue=True)
     if outcome == Outcome.ELSEWHERE:
-        # Back to its queue after a pause, for a worker that serves its suite (this one would
-        # take it straight back), as often as it takes: the run waits queued, never fails. A new
-        # message, not ``retry``, which counts against the task's ``max_retries`` and would drop
-        # the message (stranding the run) after that many hand-backs.
-        queue = (task.request.delivery_info or {}).get("routing_key")
-        task.apply_async(
-            args=task.request.args, kwargs=task.request.kwargs,
-            countdown=ELSEWHERE_COUNTDOWN_S, queue=queue,
-        )  # fmt: skip
+        # Only a message on a queue this worker should not consume (sent before an upgrade, or by
+        # hand) gets here: it is dropped and the run stays queued; the API's reconciler
+        # (``core.reconcile``) sends it again to its suite's queue.
+        log.warning("%s is for a suite this worker does not serve; dropping its message", what)
     return outcome.value

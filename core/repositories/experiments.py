@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, func, insert, select, update
+from sqlalchemy import ColumnElement, delete, func, insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from core.db import utcnow
@@ -134,6 +134,43 @@ class ExperimentRepository:
         """Ids of every experiment in one of ``statuses``, oldest first."""
         query = select(Experiment.id).where(Experiment.status.in_(statuses)).order_by(Experiment.id)
         return list(self.session.scalars(query))
+
+    def queued_before(self, cutoff: dt.datetime, limit: int) -> list[Experiment]:
+        """Queued runs that were queued, and last sent again (``dispatched_at``), before
+        ``cutoff``; in the order they were queued."""
+        query = (
+            select(Experiment)
+            .where(
+                Experiment.status == ExperimentStatus.QUEUED,
+                Experiment.updated_at < cutoff,
+                or_(Experiment.dispatched_at.is_(None), Experiment.dispatched_at < cutoff),
+            )
+            .order_by(Experiment.updated_at, Experiment.id)
+            .limit(limit)
+        )
+        return list(self.session.scalars(query))
+
+    def mark_dispatched(self, experiment: Experiment, now: dt.datetime) -> bool:
+        """Set ``dispatched_at`` only if the run is still queued as it was read (its
+        ``updated_at`` and ``dispatched_at`` unchanged): of several processes, one wins. Leaves
+        ``updated_at`` (the run's place in its queue) as it is."""
+        seen = (
+            Experiment.dispatched_at.is_(None)
+            if experiment.dispatched_at is None
+            else Experiment.dispatched_at == experiment.dispatched_at
+        )
+        statement = (
+            update(Experiment)
+            .where(
+                Experiment.id == experiment.id,
+                Experiment.status == ExperimentStatus.QUEUED,
+                Experiment.updated_at == experiment.updated_at,
+                seen,
+            )
+            .values(dispatched_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        return self.session.execute(statement).rowcount == 1  # type: ignore[attr-defined,no-any-return]
 
     def change_status(
         self,

@@ -94,16 +94,21 @@ class LeaseRepository:
             .execution_options(synchronize_session=False)
         )
 
-    def queue_position(self, experiment: Experiment, cuda: bool | None = None) -> int:
+    def queue_position(
+        self, experiment: Experiment, cuda: bool | None = None, suite: str | None = None
+    ) -> int:
         """1 for the next run its queue's workers take, 2 for the one after, ...: the queued runs
-        of its backend are taken in the order they were queued. A backend with a GPU queue has two
-        queues: ``cuda`` True counts only the runs whose spec asks for ``cuda`` (its GPU queue),
-        False only the others; None counts every run of the backend."""
+        of its backend (and, given ``suite``, of that environment suite: a queue of its own) are
+        taken in the order they were queued. A backend with a GPU queue has two queues: ``cuda``
+        True counts only the runs whose spec asks for ``cuda`` (its GPU queue), False only the
+        others; None counts every run of the backend."""
         same_queue: list[ColumnElement[bool]] = []
         if cuda is not None:
             device = Experiment.spec["device"].as_string()
             asks_cuda = device == "cuda"
             same_queue.append(asks_cuda if cuda else or_(device.is_(None), ~asks_cuda))
+        if suite is not None:
+            same_queue.append(Experiment.spec["env"]["suite"].as_string() == suite)
         ahead = select(func.count()).where(
             Experiment.status == S.QUEUED,
             Experiment.backend == experiment.backend,

@@ -45,7 +45,11 @@ def test_submit_stores_the_full_spec_and_queues_it_after_commit(
     row = session.get(Experiment, body["id"])
     assert row is not None and row.status == ExperimentStatus.QUEUED
     assert [m for m in queued_messages() if m["args"] == [body["id"]]] == [
-        {"queue": "apitest.torch", "task": "marlforge.run_experiment", "args": [body["id"]]}
+        {
+            "queue": "apitest.torch.gymnasium",
+            "task": "marlforge.run_experiment",
+            "args": [body["id"]],
+        }
     ]
     timeline = session.scalars(
         select(StatusTransition).where(StatusTransition.experiment_id == body["id"])

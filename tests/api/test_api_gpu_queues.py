@@ -87,9 +87,9 @@ def test_a_cuda_run_goes_to_the_gpu_queue_and_cpu_and_auto_to_the_plain_one(
     cpu = _submit(client, example_spec, device="cpu")
     auto = _submit(client, example_spec, device="auto")
 
-    assert _queue_of(queued_messages, cuda["id"]) == ["apitest.torch-gpu"]
-    assert _queue_of(queued_messages, cpu["id"]) == ["apitest.torch"]
-    assert _queue_of(queued_messages, auto["id"]) == ["apitest.torch"]
+    assert _queue_of(queued_messages, cuda["id"]) == ["apitest.torch-gpu.gymnasium"]
+    assert _queue_of(queued_messages, cpu["id"]) == ["apitest.torch.gymnasium"]
+    assert _queue_of(queued_messages, auto["id"]) == ["apitest.torch.gymnasium"]
     assert cuda["status_reason"] == WAITING
     assert cpu["status_reason"] is None and auto["status_reason"] is None
     assert cuda["device"] is None
@@ -119,9 +119,9 @@ def test_a_cuda_spec_of_a_backend_that_cannot_use_a_gpu_is_refused(
     auto = _submit(client, example_spec, backend="mindspore", device="auto")
     cuda = _submit(client, example_spec, backend="torch", device="cuda")
     assert cpu["status"] == auto["status"] == cuda["status"] == "queued"
-    assert _queue_of(queued_messages, cpu["id"]) == ["apitest.mindspore"]
-    assert _queue_of(queued_messages, auto["id"]) == ["apitest.mindspore"]
-    assert _queue_of(queued_messages, cuda["id"]) == ["apitest.torch-gpu"]
+    assert _queue_of(queued_messages, cpu["id"]) == ["apitest.mindspore.gymnasium"]
+    assert _queue_of(queued_messages, auto["id"]) == ["apitest.mindspore.gymnasium"]
+    assert _queue_of(queued_messages, cuda["id"]) == ["apitest.torch-gpu.gymnasium"]
 
 
 def test_a_sweep_of_cuda_runs_of_a_backend_that_cannot_use_a_gpu_is_refused(
@@ -199,7 +199,7 @@ def test_a_resumed_or_swept_cuda_run_goes_to_the_gpu_queue(
     run = _submit(client, example_spec, device="cuda")
     assert client.post(f"/v1/experiments/{run['id']}/cancel").status_code == 200
     assert client.post(f"/v1/experiments/{run['id']}/resume").status_code == 200
-    assert _queue_of(queued_messages, run["id"]) == ["apitest.torch-gpu"] * 2
+    assert _queue_of(queued_messages, run["id"]) == ["apitest.torch-gpu.gymnasium"] * 2
 
     base = {k: v for k, v in example_spec.items() if k != "seed"}
     sweep = client.post(
@@ -210,7 +210,7 @@ def test_a_resumed_or_swept_cuda_run_goes_to_the_gpu_queue(
     runs = client.get("/v1/experiments", params={"sweep_id": sweep.json()["id"]}).json()["items"]
     assert len(runs) == 2
     for swept in runs:
-        assert _queue_of(queued_messages, swept["id"]) == ["apitest.torch-gpu"]
+        assert _queue_of(queued_messages, swept["id"]) == ["apitest.torch-gpu.gymnasium"]
 
 
 def test_a_queue_position_counts_only_the_runs_of_the_same_queue(

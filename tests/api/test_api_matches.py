@@ -100,7 +100,7 @@ def test_a_match_is_stored_queued_and_sent_to_its_backends_queue(
     assert (body["episodes"], body["seed"], body["backend"]) == (20, 7, "torch")
     sent = queued_messages()[before:]
     assert [(m["task"], m["args"]) for m in sent] == [("marlforge.play_match", [body["id"]])]
-    assert sent[0]["queue"].endswith("torch")
+    assert sent[0]["queue"] == "apitest.torch.mpe"
     assert client.get(f"/v1/matches/{body['id']}").json() == body
 
 

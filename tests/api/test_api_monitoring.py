@@ -237,13 +237,14 @@ def test_the_redis_broker_reports_its_queue_lengths(
     prefix = f"{queue_prefix}metrics."
     on_redis = settings.model_copy(update={"broker_url": redis_url, "queue_prefix": prefix})
     dispatcher = CeleryDispatcher(on_redis)
-    for backend, device in (
-        (Backend.TORCH, Device.AUTO),
-        (Backend.TORCH, Device.CPU),
-        (Backend.TORCH, Device.CUDA),
-        (Backend.MINDSPORE, Device.AUTO),
+    # A family's count is over every suite's queue.
+    for backend, device, suite in (
+        (Backend.TORCH, Device.AUTO, "mpe"),
+        (Backend.TORCH, Device.CPU, "lbf"),
+        (Backend.TORCH, Device.CUDA, "gymnasium"),
+        (Backend.MINDSPORE, Device.AUTO, "mpe"),
     ):
-        dispatcher.enqueue("01JAAAAAAAAAAAAAAAAAAAAAAA", backend, device)
+        dispatcher.enqueue("01JAAAAAAAAAAAAAAAAAAAAAAA", backend, device, suite)
     app = create_app(on_redis, session_factory=session_factory, storage=storage)
     try:
         with TestClient(app) as client:

@@ -314,4 +314,4 @@ def test_a_cuda_run_whose_lease_lapsed_goes_back_to_its_gpu_queue(
     assert [t.to for t in done] == [S.QUEUED]
     queues = [m["queue"] for m in broker_messages(settings) if m["args"] == [experiment_id]]
     # Its submission's message, and the takeover's: both on the GPU queue, never the plain one.
-    assert queues == ["lease.torch-gpu", "lease.torch-gpu"]
+    assert queues == ["lease.torch-gpu.gymnasium"] * 2

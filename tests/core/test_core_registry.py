@@ -15,7 +15,13 @@ from core import migrate, registry
 from core.db import make_engine, make_session_factory, utcnow
 from core.enums import ExperimentStatus, ResourceClass
 from core.models import Experiment
-from core.queue import declared_queues, queue_for, requested_device, worker_queues
+from core.queue import (
+    declared_queues,
+    queue_for,
+    requested_device,
+    requested_suite,
+    worker_queues,
+)
 from core.repositories.workers import WorkerRepository
 from core.settings import Settings
 from learners.enums import Backend, Device
@@ -29,36 +35,44 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @pytest.mark.parametrize(
-    ("backend", "device", "queue"),
+    ("backend", "device", "suite", "queue"),
     [
-        (Backend.TORCH, Device.CUDA, "reg.torch-gpu"),
-        (Backend.TORCH, Device.CPU, "reg.torch"),
-        (Backend.TORCH, Device.AUTO, "reg.torch"),
-        (Backend.TENSORFLOW, Device.CUDA, "reg.tensorflow-gpu"),
-        (Backend.TENSORFLOW, Device.AUTO, "reg.tensorflow"),
+        (Backend.TORCH, Device.CUDA, "mpe", "reg.torch-gpu.mpe"),
+        (Backend.TORCH, Device.CPU, "mpe", "reg.torch.mpe"),
+        (Backend.TORCH, Device.AUTO, "lbf", "reg.torch.lbf"),
+        (Backend.TENSORFLOW, Device.CUDA, "gymnasium", "reg.tensorflow-gpu.gymnasium"),
+        (Backend.TENSORFLOW, Device.AUTO, "gridcoop", "reg.tensorflow.gridcoop"),
         # MindSpore's CPU build refuses cuda: its worker fails such a run with the reason.
-        (Backend.MINDSPORE, Device.CUDA, "reg.mindspore"),
-        (Backend.MINDSPORE, Device.CPU, "reg.mindspore"),
+        (Backend.MINDSPORE, Device.CUDA, "mpe", "reg.mindspore.mpe"),
+        (Backend.MINDSPORE, Device.CPU, "mpe", "reg.mindspore.mpe"),
     ],
 )
-def test_the_spec_device_picks_the_queue(
-    settings: Settings, backend: Backend, device: Device, queue: str
+def test_the_spec_device_and_suite_pick_the_queue(
+    settings: Settings, backend: Backend, device: Device, suite: str, queue: str
 ) -> None:
-    assert queue_for(settings, backend, device) == queue
+    assert queue_for(settings, backend, device, suite) == queue
 
 
 def test_every_queue_is_declared_and_only_gpu_backends_have_a_gpu_queue(
     settings: Settings,
 ) -> None:
-    names = [name for _, _, name in declared_queues(settings)]
+    names = [route.name for route in declared_queues(settings, ["mpe", "lbf"])]
 
     assert names == [
-        "reg.torch",
-        "reg.tensorflow",
-        "reg.mindspore",
-        "reg.torch-gpu",
-        "reg.tensorflow-gpu",
+        "reg.torch.mpe",
+        "reg.torch.lbf",
+        "reg.tensorflow.mpe",
+        "reg.tensorflow.lbf",
+        "reg.mindspore.mpe",
+        "reg.mindspore.lbf",
+        "reg.torch-gpu.mpe",
+        "reg.torch-gpu.lbf",
+        "reg.tensorflow-gpu.mpe",
+        "reg.tensorflow-gpu.lbf",
     ]
+    # Without suites named: every installed one, the example plugin's included.
+    installed = {route.suite for route in declared_queues(settings)}
+    assert {"gymnasium", "mpe", "lbf", "gridcoop"} <= installed
 
 
 def test_a_stored_spec_without_a_known_device_is_auto() -> None:
@@ -67,29 +81,40 @@ def test_a_stored_spec_without_a_known_device_is_auto() -> None:
     assert requested_device({"device": "tpu"}) == Device.AUTO
 
 
+def test_a_stored_spec_names_its_suite() -> None:
+    assert requested_suite({"env": {"suite": "lbf", "id": "x"}}) == "lbf"
+    assert requested_suite({"env": {"id": "Pendulum-v1"}}) == "gymnasium"
+    assert requested_suite({}) == "gymnasium"
+
+
 def test_a_gpu_worker_reads_its_gpu_queues_first(settings: Settings) -> None:
     both = [Backend.TORCH, Backend.MINDSPORE]
 
-    assert worker_queues(settings, both) == ["reg.torch", "reg.mindspore"]
-    assert worker_queues(settings, both, on_gpu=[Backend.TORCH]) == [
-        "reg.torch-gpu",
-        "reg.torch",
-        "reg.mindspore",
+    assert worker_queues(settings, both, suites=["mpe"]) == ["reg.torch.mpe", "reg.mindspore.mpe"]
+    assert worker_queues(settings, both, on_gpu=[Backend.TORCH], suites=["mpe", "lbf"]) == [
+        "reg.torch-gpu.mpe",
+        "reg.torch-gpu.lbf",
+        "reg.torch.mpe",
+        "reg.torch.lbf",
+        "reg.mindspore.mpe",
+        "reg.mindspore.lbf",
     ]
 
 
 def test_a_workers_rows_come_from_its_queues(settings: Settings) -> None:
-    queues = ["reg.torch-gpu", "reg.torch", "reg.mindspore", "someone-else.torch"]
+    queues = ["reg.torch-gpu.mpe", "reg.torch.mpe", "reg.mindspore.mpe", "someone-else.torch.mpe"]
     gpus = {Backend.TORCH: ["NVIDIA H100 80GB HBM3"]}
 
-    rows = registry.registrations(settings, "w-1", "host-a", queues, gpus)
+    rows = registry.registrations(settings, "w-1", "host-a", queues, gpus, ["mpe"])
 
     assert rows == [
         registry.Registration(
-            "w-1", "host-a", Backend.TORCH, ("reg.torch-gpu", "reg.torch"), GPU,
-            ("NVIDIA H100 80GB HBM3",),
+            "w-1", "host-a", Backend.TORCH, ("reg.torch-gpu.mpe", "reg.torch.mpe"), GPU,
+            ("NVIDIA H100 80GB HBM3",), ("mpe",),
         ),
-        registry.Registration("w-1", "host-a", Backend.MINDSPORE, ("reg.mindspore",), CPU, ()),
+        registry.Registration(
+            "w-1", "host-a", Backend.MINDSPORE, ("reg.mindspore.mpe",), CPU, (), ("mpe",)
+        ),
     ]  # fmt: skip
 
 
@@ -121,7 +146,7 @@ def _rows(sessions: sessionmaker[Session], worker_id: str) -> list[tuple[Backend
 def test_a_worker_registers_beats_and_unregisters(
     sessions: sessionmaker[Session], settings: Settings
 ) -> None:
-    queues = ["reg.torch-gpu", "reg.torch", "reg.mindspore"]
+    queues = ["reg.torch-gpu.mpe", "reg.torch.mpe", "reg.mindspore.mpe"]
     rows = registry.registrations(settings, "w-2", "host-b", queues, {Backend.TORCH: ["H100"]})
     started = utcnow() - dt.timedelta(seconds=10)
 
@@ -134,7 +159,7 @@ def test_a_worker_registers_beats_and_unregisters(
     assert all(later > earlier for (*_, earlier), (*_, later) in zip(first, second, strict=True))
     with sessions() as session:
         (torch,) = [r for r in WorkerRepository(session).of("w-2") if r.backend == Backend.TORCH]
-        assert torch.queues == ["reg.torch-gpu", "reg.torch"] and torch.gpus == ["H100"]
+        assert torch.queues == ["reg.torch-gpu.mpe", "reg.torch.mpe"] and torch.gpus == ["H100"]
         assert torch.hostname == "host-b" and torch.started_at == started
         live = WorkerRepository(session).backends_with(GPU, started)
         assert Backend.TORCH in live and Backend.MINDSPORE not in live
@@ -153,11 +178,11 @@ def test_a_worker_that_registers_forgets_rows_not_seen_for_a_day(
 ) -> None:
     now = utcnow()
     old = now - registry.FORGET_AFTER - dt.timedelta(minutes=1)
-    gone = registry.registrations(settings, "w-gone", "host-c", ["reg.torch"], {})
+    gone = registry.registrations(settings, "w-gone", "host-c", ["reg.torch.mpe"], {})
     registry.beat(sessions, gone, old, now=old)
     assert _rows(sessions, "w-gone")
 
-    fresh = registry.registrations(settings, "w-new", "host-c", ["reg.torch"], {})
+    fresh = registry.registrations(settings, "w-new", "host-c", ["reg.torch.mpe"], {})
     registry.beat(sessions, fresh, now, now=now)
 
     assert _rows(sessions, "w-gone") == []
@@ -183,7 +208,7 @@ def test_a_run_says_it_waits_while_no_live_worker_of_its_backend_serves_its_suit
     # same database), and nothing they wrote is old enough to be forgotten by these beats.
     now = utcnow() + dt.timedelta(minutes=10)
     mpe_only = registry.registrations(
-        settings, "w-mpe", "host-d", ["reg.torch"], {}, ("gymnasium", "mpe")
+        settings, "w-mpe", "host-d", ["reg.torch.mpe"], {}, ("gymnasium", "mpe")
     )
     registry.beat(sessions, mpe_only, now, now=now)
     runs = [_queued("gridcoop"), _queued("mpe"), _queued("gridcoop", Backend.TENSORFLOW)]
@@ -199,7 +224,9 @@ def test_a_run_says_it_waits_while_no_live_worker_of_its_backend_serves_its_suit
     assert reasons["run-mpe"] is None and reasons["run-gridcoop-tf"] is None
 
     # A second torch worker that serves it: the reason is gone at the next read.
-    every = registry.registrations(settings, "w-all", "host-e", ["reg.torch"], {}, ("gridcoop",))
+    every = registry.registrations(
+        settings, "w-all", "host-e", ["reg.torch.mpe"], {}, ("gridcoop",)
+    )
     registry.beat(sessions, every, now, now=now)
     with sessions() as session:
         assert registry.status_reasons(session, runs, 60, now)["run-gridcoop"] is None

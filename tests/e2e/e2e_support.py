@@ -1,9 +1,10 @@
-"""Helpers of the end-to-end tests: service processes started like a deployment starts them, and
-an HTTP client that waits for an experiment to reach a status."""
+"""Helpers of the end-to-end tests: service processes started like a deployment starts them, an
+HTTP client that waits for an experiment to reach a status, and a redis-server of a test's own."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -44,6 +45,10 @@ def service_env(overrides: Mapping[str, str], drop: Iterable[str] = ()) -> dict[
         k: v for k, v in os.environ.items() if not k.startswith("MARLFORGE_") and k not in left_out
     }
     env["PYTHONUNBUFFERED"] = "1"
+    # The stacks of a test session share its database, each with a queue prefix of its own: one
+    # stack's reconciler would send the runs another left queued to its own queues. A test of the
+    # reconciler gives its stack a database of its own and turns it on.
+    env["MARLFORGE_RECONCILE_INTERVAL_S"] = "0"
     env.update(overrides)
     return env
 
@@ -212,3 +217,40 @@ class Stack:
 
     api: Api
     worker: ServiceProcess
+
+
+class RedisServer:
+    """A redis-server of the test's own, that it can kill and start again on the same port."""
+
+    def __init__(self, folder: Path) -> None:
+        self.port = free_port()
+        self.folder = folder
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        assert binary is not None, "redis-server is not installed"
+        self.process = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.folder)],
+            stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        import redis
+
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                redis.Redis.from_url(self.url, socket_connect_timeout=1).ping()
+                return
+            except redis.ConnectionError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.1)
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(timeout=10)

@@ -9,8 +9,6 @@ beside a waiting message, stops, and ``marlforge up`` starts a fresh worker that
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,46 +16,9 @@ from typing import Any
 
 import httpx
 import pytest
-from e2e_support import Api, ServiceProcess, free_port, service_env
+from e2e_support import Api, RedisServer, ServiceProcess, free_port, service_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
-
-
-class RedisServer:
-    """A redis-server of the test's own, that it can kill and start again on the same port."""
-
-    def __init__(self, folder: Path) -> None:
-        self.port = free_port()
-        self.folder = folder
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        binary = shutil.which("redis-server")
-        assert binary is not None, "redis-server is not installed"
-        self.process = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.folder)],
-            stdout=subprocess.DEVNULL,
-        )  # fmt: skip
-        import redis
-
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                redis.Redis.from_url(self.url, socket_connect_timeout=1).ping()
-                return
-            except redis.ConnectionError:
-                assert time.monotonic() < deadline, "redis-server did not start"
-                time.sleep(0.1)
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.kill()
-        self.process.wait(timeout=10)
 
 
 @pytest.fixture

@@ -2,10 +2,11 @@
 on PostgreSQL and Redis.
 
 A worker that serves only gymnasium and mpe (``MARLFORGE_WORKER_SUITES``) lists them in the
-registry; a run of the example plugin's suite (``examples/gridcoop``, installed by
-``make install``) waits queued, saying why, while that worker hands its message back; a second
-worker that serves every suite it can build takes it and trains it through the API, metrics and
-checkpoints included. Then one tiny run of each new built-in suite trains on that worker."""
+registry and consumes only their queues; a run of the example plugin's suite
+(``examples/gridcoop``, installed by ``make install``) waits queued in its suite's queue, saying
+why, untouched by that worker; a second worker that serves every suite it can build takes it and
+trains it through the API, metrics and checkpoints included. Then one tiny run of each new
+built-in suite trains on that worker."""
 
 from __future__ import annotations
 
@@ -53,6 +54,15 @@ class SuiteStack:
         self.workers.append(process)
         process.wait_for_output(" ready.")
         return process
+
+    def queue_length(self, queue: str) -> int:
+        import redis
+
+        connection = redis.Redis.from_url(self.redis_url)
+        try:
+            return int(connection.llen(f"{self.prefix}{queue}"))
+        finally:
+            connection.close()
 
     def stop(self) -> None:
         self.api.http.close()
@@ -125,13 +135,14 @@ def test_a_plugin_run_waits_for_a_worker_that_serves_its_suite_then_trains(
 
     run = api.submit(_spec("mappo", "gridcoop", "signal_v0"))
     assert api.get(run["id"])["status_reason"].startswith(WAITING)
-    # The worker gets the message and hands it back, untouched, as often as it comes.
-    narrow_worker.wait_for_output("which this worker does not serve", timeout=60)
-    time.sleep(6)
+    # Its message waits in the gridcoop queue, which the narrow worker does not consume.
+    time.sleep(3)
+    assert suite_stack.queue_length("torch.gridcoop") == 1
     waiting = api.get(run["id"])
     assert (waiting["status"], waiting["worker"]) == ("queued", None)
     assert waiting["status_reason"].startswith(WAITING)
     assert api.transitions(run["id"]) == [(None, "queued")]
+    assert run["id"] not in narrow_worker.output()
 
     wide = f"wide-{secrets.token_hex(3)}"
     suite_stack.worker(wide)

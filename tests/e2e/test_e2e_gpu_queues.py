@@ -1,12 +1,12 @@
 """GPU queues and the registry of workers on the deployed shape: ``marlforge api`` and a plain
 ``marlforge worker --backend torch`` as processes on PostgreSQL and Redis.
 
-The worker registers itself (class ``cpu``, its one queue) and keeps its row fresh; a ``cuda`` run's
-message waits in Redis's ``torch-gpu`` list, which the plain worker never takes, while a ``cpu`` run
-beside it trains and records the device it ran on; the ``cuda`` run says why it waits until a live
-GPU worker of its backend is in the registry (a row written here as a GPU worker's heartbeat writes
-it: this host has no GPU to start one), and again once that row is stale; a worker that stops
-removes its row."""
+The worker registers itself (class ``cpu``, a queue per suite) and keeps its row fresh; a ``cuda``
+run's message waits in Redis's ``torch-gpu.gymnasium`` list, which the plain worker never takes,
+while a ``cpu`` run beside it trains and records the device it ran on; the ``cuda`` run says why
+it waits until a live GPU worker of its backend is in the registry (a row written here as a GPU
+worker's heartbeat writes it: this host has no GPU to start one), and again once that row is
+stale; a worker that stops removes its row."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from core.enums import ResourceClass
 from core.models import WorkerRecord
 from core.repositories.workers import WorkerRepository
 from learners.enums import Backend
+from learners.envs.suites.installed import buildable_suites
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.integration]
 
@@ -135,7 +136,9 @@ def test_a_plain_worker_registers_itself_and_keeps_its_row_fresh(gpu_stack: GpuS
     (row,) = gpu_stack.rows(gpu_stack.worker_name)
 
     assert row.backend == Backend.TORCH and row.resource_class == ResourceClass.CPU
-    assert row.queues == [f"{gpu_stack.prefix}torch"] and row.gpus == []
+    # One queue per suite it serves (every one this host can build).
+    assert row.queues == [f"{gpu_stack.prefix}torch.{s}" for s in buildable_suites()]
+    assert row.gpus == [] and row.suites == list(buildable_suites())
     assert row.hostname == socket.gethostname()
     first_seen = row.last_seen_at
     _eventually(
@@ -154,7 +157,7 @@ def _register_gpu_worker(stack: GpuStack, seen_s_ago: float) -> None:
                     id=f"{stack.worker_name}-gpu",
                     backend=Backend.TORCH,
                     hostname="gpu-host",
-                    queues=[f"{stack.prefix}torch-gpu", f"{stack.prefix}torch"],
+                    queues=[f"{stack.prefix}torch-gpu.gymnasium", f"{stack.prefix}torch.gymnasium"],
                     resource_class=ResourceClass.GPU,
                     gpus=["NVIDIA H100 80GB HBM3"],
                     started_at=seen,
@@ -172,8 +175,8 @@ def test_a_cuda_run_waits_on_the_gpu_queue_while_a_cpu_run_trains(
     cuda = api.submit(tiny_spec(name="needs-a-gpu", device="cuda"))
     try:
         # The message waits in Redis's list of the GPU queue, not the plain one.
-        assert gpu_stack.llen("torch-gpu") == 1
-        assert cuda["id"].encode() in gpu_stack.messages("torch-gpu")[0]
+        assert gpu_stack.llen("torch-gpu.gymnasium") == 1
+        assert cuda["id"].encode() in gpu_stack.messages("torch-gpu.gymnasium")[0]
         assert api.get(cuda["id"])["status_reason"] == WAITING
 
         cpu = api.submit(tiny_spec(name="on-the-cpu", device="cpu"))
@@ -186,7 +189,7 @@ def test_a_cuda_run_waits_on_the_gpu_queue_while_a_cpu_run_trains(
         assert (waiting["status"], waiting["status_reason"]) == ("queued", WAITING)
         assert waiting["device"] is None and waiting["worker"] is None
         assert api.transitions(cuda["id"]) == [(None, "queued")]
-        assert gpu_stack.llen("torch-gpu") == 1
+        assert gpu_stack.llen("torch-gpu.gymnasium") == 1
         listed = api.http.get("/v1/experiments", params={"status": "queued"}).json()["items"]
         assert [e["status_reason"] for e in listed if e["id"] == cuda["id"]] == [WAITING]
 

@@ -27,7 +27,7 @@ class Dispatcher:
     def __init__(self, reason: str | None = None) -> None:
         self.reason = reason
 
-    def enqueue(self, experiment_id: str, backend: Any, device: Any) -> None:
+    def enqueue(self, experiment_id: str, backend: Any, device: Any, suite: str) -> None:
         raise AssertionError("the heartbeat never sends")
 
     def unreachable_reason(self) -> str | None:

@@ -190,7 +190,7 @@ def _claim(
         if spec.env.suite not in served_suites():
             log.info(
                 "experiment %s is for the %s suite, which this worker does not serve (it serves "
-                "%s); handing it back",
+                "%s); leaving it queued",
                 experiment_id,
                 spec.env.suite,
                 ", ".join(served_suites()),
