@@ -11,13 +11,14 @@ answered exactly like one that does not exist (404), so its existence is not rev
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import Enum
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
+from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
 
-from api.deps import ServicesDep
+from api.deps import Services, ServicesDep
 from api.errors import ApiError, error_responses
 from api.owned import owned_or_404
 from api.security import same_origin
@@ -41,7 +42,48 @@ def _bearer(header: str) -> str:
     return token.strip()
 
 
-def authorize(request: Request, services: ServicesDep) -> Principal:
+def still_authorized(request: Request, services: Services) -> Callable[[], bool]:
+    """A check, for a response that outlives its request (an event stream), that the key or
+    session the request came with is still live (not revoked, signed out or expired). Blocks on
+    the database: run it in a thread."""
+    header = request.headers.get("authorization")
+    cookie = request.cookies.get(SESSION_COOKIE)
+
+    def check() -> bool:
+        with services.session_factory() as session:
+            if header is not None:
+                principal = authenticate_key(session, services.secret, _bearer(header))
+            elif cookie:
+                principal = authenticate_session(session, services.secret, cookie)
+            else:
+                return False
+        return principal is not None and principal.role.allows(Role.VIEWER)
+
+    return check
+
+
+# Declared for the OpenAPI document only (``authorize`` reads the header and cookie itself): every
+# route that needs a key says so (``security``), with either scheme, so client generators and
+# fuzzers know to send one.
+_BEARER_SCHEME = HTTPBearer(
+    scheme_name="apiKey",
+    description="An API key of the project: `Authorization: Bearer mfk_...`.",
+    auto_error=False,
+)
+_COOKIE_SCHEME = APIKeyCookie(
+    name=SESSION_COOKIE,
+    scheme_name="session",
+    description="The dashboard's session cookie (`POST /v1/session`).",
+    auto_error=False,
+)
+
+
+def authorize(
+    request: Request,
+    services: ServicesDep,
+    _bearer_scheme: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER_SCHEME)],
+    _cookie_scheme: Annotated[str | None, Depends(_COOKIE_SCHEME)],
+) -> Principal:
     """The caller, who must hold a live key of a project and a role that allows the method."""
     header = request.headers.get("authorization")
     cookie = request.cookies.get(SESSION_COOKIE)

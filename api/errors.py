@@ -146,12 +146,18 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
             fields=[FieldProblem(field="body", reason="not valid JSON")],
         )
         return error_json(400, detail)
-    fields = [
-        FieldProblem(field=_field_of(e.get("loc", ())), reason=str(e.get("msg", "")))
-        for e in errors
-    ]
+    fields = [FieldProblem(field=_field_of(e.get("loc", ())), reason=_reason(e)) for e in errors]
     message = "; ".join(f"{f.field}: {f.reason}" for f in fields) or "invalid request"
     return error_json(422, ErrorDetail(code="invalid_request", message=message, fields=fields))
+
+
+def _reason(error: Any) -> str:
+    # A validator's own sentence, without pydantic's "Value error, " in front of it (as a spec's
+    # errors read).
+    context = error.get("ctx") or {}
+    if error.get("type") == "value_error" and "error" in context:
+        return str(context["error"])
+    return str(error.get("msg", ""))
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:

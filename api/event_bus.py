@@ -46,6 +46,9 @@ class BusConfig:
 
     keepalive_s: float = 15.0
     """A stream with nothing to send writes an SSE comment this often (proxies close idle ones)."""
+    recheck_s: float = 5.0
+    """A stream checks this often that the key or session it was opened with is still live, and
+    ends once it was revoked, signed out or expired."""
     poll_interval_s: float = 0.25
     """Embedded defaults: how often the database is asked which open experiments have news."""
     fallback_poll_s: float = 2.0

@@ -21,6 +21,7 @@ from typing import Any
 
 from client import config, matches, sweeps
 from client.api import ApiError, Client, Json
+from client.text import safe
 from client.watch import Watcher
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_AUTH, EXIT_UNREACHABLE = 0, 1, 2, 3, 4, 5
@@ -114,6 +115,7 @@ def report(exc: ApiError) -> int:
         hint = "run 'marlforge login' or set MARLFORGE_API_KEY"
         message = f"the server refused the key: {message}; {hint}"
     lines = [f"error: {message}", *(f"  {f.field}: {f.reason}" for f in exc.fields)]
+    lines = [safe(line) for line in lines]
     print("\n".join(lines), file=sys.stderr, flush=True)
     if exc.status == 404:
         return EXIT_NOT_FOUND
@@ -123,7 +125,7 @@ def report(exc: ApiError) -> int:
 
 
 def _fail(message: str, code: int) -> int:
-    print(f"error: {message}", file=sys.stderr, flush=True)
+    print(f"error: {safe(message)}", file=sys.stderr, flush=True)
     return code
 
 
@@ -147,8 +149,8 @@ def login(args: argparse.Namespace) -> int:
     path = config.save(credentials)
     key_info = me["key"]
     print(
-        f"logged in to {credentials.url} as key {key_info.get('name')!r} ({key_info.get('role')}) "
-        f"of project {me['project']!r}; saved to {path}",
+        f"logged in to {credentials.url} as key {safe(key_info.get('name'))!r} "
+        f"({safe(key_info.get('role'))}) of project {safe(me['project'])!r}; saved to {path}",
         flush=True,
     )
     return EXIT_OK
@@ -161,8 +163,8 @@ def submit(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         _print_json(experiment)
     else:
-        print(experiment["id"], flush=True)
-        print(f"submitted {experiment['name']!r}: {experiment['status']}", file=sys.stderr)
+        print(safe(experiment["id"]), flush=True)
+        print(f"submitted {safe(experiment['name'])!r}: {experiment['status']}", file=sys.stderr)
     return Watcher(client, experiment["id"], as_json=args.json).run() if args.watch else EXIT_OK
 
 
@@ -206,6 +208,7 @@ def ls(client: Client, args: argparse.Namespace) -> int:
 
 
 def _table(rows: Sequence[Sequence[str]]) -> None:
+    rows = [[safe(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
@@ -237,7 +240,7 @@ def show(client: Client, args: argparse.Namespace) -> int:
         ("finished", e.get("finished_at") or "-"),
     ]
     for label, value in lines:
-        print(f"{label:<10} {value}")
+        print(f"{label:<10} {safe(value)}")
     return EXIT_OK
 
 
@@ -255,7 +258,8 @@ def logs(client: Client, args: argparse.Namespace) -> int:
     for entry in entries:
         step = entry.get("step")
         where = f" step {step}" if step is not None else ""
-        print(f"{entry.get('at', '')} {entry['level'].upper()}{where}: {entry['message']}")
+        line = f"{entry.get('at', '')} {entry['level'].upper()}{where}: {entry['message']}"
+        print(safe(line))
     return EXIT_OK
 
 
@@ -273,7 +277,7 @@ def _changed(experiment: Json, as_json: bool) -> int:
     if as_json:
         _print_json(experiment)
     else:
-        print(f"{experiment['id']} {experiment['status']}", flush=True)
+        print(safe(f"{experiment['id']} {experiment['status']}"), flush=True)
     return EXIT_OK
 
 
@@ -290,7 +294,8 @@ def download(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         _print_json({**entry, "path": str(Path(path).resolve())})
     else:
-        print(f"{path}: checkpoint {entry['id']} at step {entry['step']}, sha256 {entry['sha256']}")
+        where = f"checkpoint {entry['id']} at step {entry['step']}, sha256 {entry['sha256']}"
+        print(safe(f"{path}: {where}"))
     return EXIT_OK
 
 
@@ -319,7 +324,7 @@ def envs(client: Client, args: argparse.Namespace) -> int:
     suites = [s for s in listed["suites"] if args.suite in (None, s["suite"])]
     if args.suite is not None and not suites:
         known = ", ".join(s["suite"] for s in listed["suites"])
-        print(f"no environment suite {args.suite!r} (known: {known})", file=sys.stderr)
+        print(f"no environment suite {args.suite!r} (known: {safe(known)})", file=sys.stderr)
         return EXIT_NOT_FOUND
     if args.json:
         _print_json({**listed, "suites": suites})

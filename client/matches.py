@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from client.api import Client, Json
+from client.text import safe
 
 EXIT_OK, EXIT_FAILED = 0, 1
 STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
@@ -52,8 +53,8 @@ def run(client: Client, args: argparse.Namespace) -> int:
         if args.json and not args.watch:
             _print_json(created)
         elif not args.json:
-            print(created["id"], flush=True)
-            print(f"started {created['name']!r}: {created['status']}", file=sys.stderr)
+            print(safe(created["id"]), flush=True)
+            print(f"started {safe(created['name'])!r}: {created['status']}", file=sys.stderr)
         return _watch(client, created["id"], args.json) if args.watch else EXIT_OK
     if args.match_command == "ls":
         page = client.matches(status=args.status, limit=args.limit)
@@ -80,23 +81,26 @@ def _show(match: Json, as_json: bool) -> int:
     if as_json:
         _print_json(match)
     else:
-        print(f"{'id':<10} {match['id']}")
-        print(f"{'name':<10} {match['name']}")
-        print(f"{'scenario':<10} {match['env']['id']} {json.dumps(match['env']['kwargs'])}")
-        print(f"{'status':<10} {match['status']}")
-        for team, policy in match["teams"].items():
-            print(f"{'team':<10} {team}: {_policy(policy)}")
+        lines = [
+            ("id", match["id"]),
+            ("name", match["name"]),
+            ("scenario", f"{match['env']['id']} {json.dumps(match['env']['kwargs'])}"),
+            ("status", match["status"]),
+        ]
+        lines += [("team", f"{team}: {_policy(p)}") for team, p in match["teams"].items()]
         result = match.get("result")
         if result:
-            print(f"{'episodes':<10} {result['episodes']}")
+            lines.append(("episodes", result["episodes"]))
             for team, score in result["teams"].items():
                 low, high = score["ci95"]
                 interval = f"95% CI {low:.2f} to {high:.2f}"
-                print(f"{'return':<10} {team}: {score['mean_return']:.2f} ({interval})")
-            for name, value in result["score"].items():
-                print(f"{'score':<10} {name} = {value:.3f}")
+                lines.append(("return", f"{team}: {score['mean_return']:.2f} ({interval})"))
+            lines += [("score", f"{name} = {v:.3f}") for name, v in result["score"].items()]
+        for label, value in lines:
+            print(f"{label:<10} {safe(value)}")
     if not ok:
-        print(f"error: the match {match['status']}: {match.get('status_reason')}", file=sys.stderr)
+        reason = f"the match {match['status']}: {match.get('status_reason')}"
+        print(f"error: {safe(reason)}", file=sys.stderr)
     return EXIT_OK if ok else EXIT_FAILED
 
 
@@ -109,8 +113,9 @@ def _policy(policy: Any) -> str:
 def _table(items: list[Json]) -> None:
     rows = [("ID", "NAME", "SCENARIO", "STATUS")]
     rows += [(m["id"], m["name"][:40], m["env"]["id"], m["status"]) for m in items]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
+    shown = [[safe(cell) for cell in row] for row in rows]
+    widths = [max(len(row[i]) for row in shown) for i in range(len(shown[0]))]
+    for row in shown:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 

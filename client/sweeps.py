@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from client.api import EVAL_RETURN, ApiError, Client, Json
+from client.text import safe
 
 EXIT_OK, EXIT_FAILED = 0, 1
 RUN_STATUSES = ("pending", "queued", "running", "cancelling", "succeeded", "failed", "cancelled")
@@ -81,7 +82,7 @@ def run(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         _print_json(changed)
     else:
-        print(f"{changed['id']} {changed['status']}: {_counts(changed['runs'])}", flush=True)
+        print(safe(f"{changed['id']} {changed['status']}: {_counts(changed['runs'])}"), flush=True)
     return EXIT_OK
 
 
@@ -91,11 +92,12 @@ def _submit(client: Client, args: argparse.Namespace) -> int:
         # With --watch every line is one JSON object: the sweep, its changes, the summary.
         print(json.dumps(created) if args.watch else json.dumps(created, indent=2), flush=True)
     else:
-        print(created["id"], flush=True)
+        print(safe(created["id"]), flush=True)
         configs, seeds = len(created["configurations"]), len(created["seeds"])
         plan = f"{configs} configurations × {seeds} seeds = {created['runs']['total']} runs"
         at_once = f"at most {created['max_concurrent']} at once"
-        print(f"submitted {created['name']!r}: {plan}, {at_once}", file=sys.stderr, flush=True)
+        name = safe(created["name"])
+        print(f"submitted {name!r}: {plan}, {at_once}", file=sys.stderr, flush=True)
     if not args.watch:
         return EXIT_OK
     code = _ended(_watch(client, created["id"], args.json), args.json)
@@ -126,10 +128,10 @@ def _watch(client: Client, sweep_id: str, as_json: bool) -> Json:
         ended = sweep["status"] != "running"
         mark = (sweep["status"], sweep["runs"], int(10 * sweep["progress"]["fraction"]))
         if tty:
-            sys.stdout.write(f"\r{_state(sweep)}\x1b[K" + ("\n" if ended else ""))
+            sys.stdout.write(f"\r{safe(_state(sweep))}\x1b[K" + ("\n" if ended else ""))
             sys.stdout.flush()
         elif mark != printed:
-            print(json.dumps(sweep) if as_json else _state(sweep), flush=True)
+            print(json.dumps(sweep) if as_json else safe(_state(sweep)), flush=True)
         printed = mark
         if ended:
             return sweep
@@ -141,7 +143,7 @@ def _ended(sweep: Json, as_json: bool) -> int:
         return EXIT_OK
     if not as_json:
         message = f"the sweep {sweep['status']}: {_counts(sweep['runs'])}"
-        print(f"error: {message}", file=sys.stderr, flush=True)
+        print(f"error: {safe(message)}", file=sys.stderr, flush=True)
     return EXIT_FAILED
 
 
@@ -159,7 +161,9 @@ def _counts(runs: dict[str, int]) -> str:
 
 def _show(client: Client, sweep_id: str, metric: str, as_json: bool, as_csv: bool) -> int:
     if as_csv:
-        sys.stdout.write(client.sweep_summary_csv(sweep_id, metric))
+        # One escape per line: the CSV's own line breaks stay, a field's control characters go.
+        csv = client.sweep_summary_csv(sweep_id, metric)
+        sys.stdout.write("".join(safe(line) + "\n" for line in csv.splitlines()))
         sys.stdout.flush()
         return EXIT_OK
     sweep = client.sweep(sweep_id)
@@ -175,7 +179,7 @@ def _show(client: Client, sweep_id: str, metric: str, as_json: bool, as_csv: boo
         ("metric", f"{summary['metric']} (best: {summary['best'] or '-'})"),
     ]
     for label, value in lines:
-        print(f"{label:<10} {value}")
+        print(f"{label:<10} {safe(value)}")
     print()
     _summary_table(summary)
     return EXIT_OK
@@ -236,6 +240,7 @@ def _ls_table(items: list[Json]) -> None:
 
 
 def _print_rows(rows: Sequence[tuple[str, ...]]) -> None:
+    rows = [tuple(safe(cell) for cell in row) for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())

@@ -14,6 +14,7 @@ import sys
 from typing import TextIO
 
 from client.api import Client, Event
+from client.text import safe
 
 EVAL_RETURN = "eval/episode_return"
 BAR_WIDTH = 30
@@ -58,7 +59,7 @@ class Watcher:
             self.status, self.reason = str(data["to"]), str(data.get("reason") or "")
             self._say(f"status: {self.status}" + (f" ({self.reason})" if self.reason else ""))
         elif event.kind == "log" and data.get("level") in ("warning", "error"):
-            print(f"{data['level']}: {data['message']}", file=sys.stderr, flush=True)
+            print(safe(f"{data['level']}: {data['message']}"), file=sys.stderr, flush=True)
         if event.kind in ("progress", "metrics"):
             self._progress()
 
@@ -86,7 +87,7 @@ class Watcher:
     def _say(self, line: str) -> None:
         if self.as_json:
             return
-        self.out.write(("\r\x1b[K" if self.tty else "") + line + "\n")
+        self.out.write(("\r\x1b[K" if self.tty else "") + safe(line) + "\n")
         self.out.flush()
 
     def _finish(self) -> int:
@@ -94,5 +95,5 @@ class Watcher:
         if self.status == "succeeded":
             return 0
         reason = f": {self.reason}" if self.reason else ""
-        print(f"error: the run {self.status}{reason}", file=sys.stderr, flush=True)
+        print(safe(f"error: the run {self.status}{reason}"), file=sys.stderr, flush=True)
         return 1

@@ -25,7 +25,15 @@ from core.models import Match
 from core.queue import Dispatcher
 from core.repositories import CheckpointRepository, ExperimentRepository
 from core.repositories.matches import MatchRepository
-from learners.api import Backend, EnvSpec, EnvSuite, FieldError, SpecError, errors_from_validation
+from learners.api import (
+    Backend,
+    EnvSpec,
+    EnvSuite,
+    FieldError,
+    Label,
+    SpecError,
+    errors_from_validation,
+)
 
 _STRICT = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
@@ -61,8 +69,9 @@ class MatchSpec(BaseModel):
 
     model_config = _STRICT
 
-    name: str = Field(default="", max_length=200, pattern=r"^[^\x00]*$")
-    """A name for people; empty: the teams' policies, e.g. ``maddpg@40000 vs random``."""
+    name: Label = Field(default="", max_length=200)
+    """A name for people (one line of printable text); empty: the teams' policies, e.g.
+    ``maddpg@40000 vs random``."""
     env: MatchEnv
     teams: dict[str, CheckpointChoice | Literal["random"]]
     """Every team of the scenario, each once: ``"random"`` or a checkpoint."""

@@ -41,11 +41,13 @@ from learners.spec import (
     EnvSpec,
     ExperimentSpec,
     FieldError,
+    Label,
     SpecEdit,
     SpecEnvelope,
     SpecError,
     Text,
     errors_from_validation,
+    label_error,
 )
 from learners.training import train
 
@@ -77,6 +79,7 @@ __all__ = [
     "SpecEnvelope",
     "SpecError",
     "Suite",
+    "Label",
     "Text",
     "assess",
     "buildable_suites",
@@ -88,6 +91,7 @@ __all__ = [
     "fit_errors",
     "gpu_names",
     "kwarg_errors",
+    "label_error",
     "kwarg_ranges",
     "kwargs_properties",
     "parse_edit",

@@ -52,6 +52,42 @@ def _no_nul(text: str) -> str:
 Text = Annotated[str, AfterValidator(_no_nul), Field(json_schema_extra={"pattern": NO_NUL})]
 """A string a person typed, stored as text: anything but NUL."""
 
+CONTROL_CHARACTERS = (
+    "".join(map(chr, range(0x20)))
+    + "".join(map(chr, range(0x7F, 0xA0)))
+    + "\u061c\u200e\u200f\u2028\u2029"
+    + "".join(map(chr, range(0x202A, 0x202F)))
+    + "".join(map(chr, range(0x2066, 0x206A)))
+)
+"""What a one-line label may not hold: the C0 and C1 control characters (a terminal's escapes,
+line breaks, tabs) and the Unicode line separators and bidirectional controls (which reorder what
+a terminal or page shows)."""
+NO_CONTROL = (
+    "^[^\\x00-\\x1f\\x7f-\\x9f\\u061c\\u200e\\u200f\\u2028\\u2029\\u202a-\\u202e\\u2066-\\u2069]*$"
+)
+LABEL_REASON = (
+    "must be one line of printable text: no control characters (U+0000-U+001F, U+007F-U+009F: "
+    "terminal escapes, line breaks, tabs), line separators or bidirectional controls"
+)
+
+
+def label_error(text: str) -> str | None:
+    """Why ``text`` cannot be a one-line label (``Label``), or None."""
+    return LABEL_REASON if any(c in CONTROL_CHARACTERS for c in text) else None
+
+
+def _no_control(text: str) -> str:
+    if (reason := label_error(text)) is not None:
+        raise ValueError(reason)
+    return text
+
+
+Label = Annotated[
+    str, AfterValidator(_no_control), Field(json_schema_extra={"pattern": NO_CONTROL})
+]
+"""A one-line name a person typed (a run's, a sweep's, a match's, a key's): printable text only,
+so a terminal or a table that shows it shows what it says (``label_error``)."""
+
 TAG_PATTERN = "^[A-Za-z0-9_.:-]+$"
 MAX_TAG_LENGTH = 50
 MAX_TAGS = 20
@@ -139,8 +175,8 @@ class SpecEnvelope(BaseModel):
 
     model_config = _STRICT
 
-    name: Text = Field(min_length=1, max_length=200)
-    """A label for people; not unique."""
+    name: Label = Field(min_length=1, max_length=200)
+    """A label for people; not unique (one line of printable text)."""
     tags: Tags = Field(default_factory=list)
     """Labels to find the run by (``GET /v1/experiments?tag=``): at most 20, each 1-50 of
     ``A-Z a-z 0-9 _ . : -``; a repeated tag is kept once. Editable later (``PATCH``)."""
@@ -184,7 +220,7 @@ class SpecEdit(BaseModel):
 
     model_config = _STRICT
 
-    name: Text = Field(default="", min_length=1, max_length=200)
+    name: Label = Field(default="", min_length=1, max_length=200)
     """A new name."""
     tags: Tags = Field(default_factory=list)
     """New tags: the whole list (``[]`` removes them all)."""

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, Header, Query
+from anyio import to_thread
+from fastapi import Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.responses import Response
 
-from api.auth import ExperimentId, project_router
-from api.deps import SessionDep
+from api.auth import ExperimentId, project_router, still_authorized
+from api.deps import ServicesDep, SessionDep
 from api.errors import ApiError, FieldProblem, error_responses
 from api.event_bus import EventBus, Page, get_event_bus
 from api.schemas.events import EventOut, EventPage, Timeline, TransitionOut
@@ -88,10 +90,23 @@ def _cursor(last_event_id: str | None, after: int | None) -> int:
     return int(last_event_id)
 
 
+REVOKED = {
+    "code": "unauthenticated",
+    "message": "the API key or session this stream was opened with was revoked, signed out or "
+    "expired; the stream ends",
+}
+
+
 async def _stream(
-    bus: EventBus, experiment_id: str, cursor: int, kinds: set[EventKind]
+    bus: EventBus,
+    experiment_id: str,
+    cursor: int,
+    kinds: set[EventKind],
+    still_authorized: Callable[[], bool],
 ) -> AsyncIterator[str]:
     yield f"retry: {RETRY_MS}\n\n"
+    config = bus.config
+    checked = quiet_since = time.monotonic()
     async with bus.subscribe(experiment_id) as subscription:
         while True:
             page: Page = await subscription.next_page(cursor, kinds)
@@ -105,7 +120,18 @@ async def _stream(
                 # de-duplicates by id must not drop the end as a repeat of the last one.
                 yield _sse(None, "end", {"status": page.status})
                 return
-            if not await subscription.wait(bus.config.keepalive_s):
+            news = await subscription.wait(min(config.keepalive_s, config.recheck_s))
+            now = time.monotonic()
+            if now - checked >= config.recheck_s:
+                checked = now
+                if not await to_thread.run_sync(still_authorized):
+                    # No id: a client that reconnects is answered 401 and stops.
+                    yield _sse(None, "error", REVOKED)
+                    return
+            if news or page.events:
+                quiet_since = now
+            elif now - quiet_since >= config.keepalive_s:
+                quiet_since = now
                 yield ": keep-alive\n\n"
 
 
@@ -115,7 +141,9 @@ async def _stream(
     description="Server-Sent Events: `status` (every transition, with its reason), `progress`, "
     "`metrics` (batches of points), `checkpoint` (with its download `url` and `replay_url`), "
     "`log` (worker messages, warnings, the error of a failed run) and a final `end` once the run "
-    "is over, after which the server closes the stream. Every event but `end` has a unique, "
+    "is over, after which the server closes the stream; `error` (`unauthenticated`) and a close "
+    "within 5 s once the key or session the stream was opened with is revoked, signed out or "
+    "expired. Every event but `end` and `error` has a unique, "
     "monotonic `id` (`end` has none, so reconnecting after it replays nothing twice): "
     "reconnect with `Last-Event-ID` (or `?after=`) to receive exactly the events after it. "
     "Without either, the run's whole history comes first. A comment line is sent every 15 s "
@@ -133,8 +161,10 @@ async def _stream(
     },
 )
 async def read_events(
+    request: Request,
     experiment_id: ExperimentId,
     bus: BusDep,
+    services: ServicesDep,
     format: Annotated[Literal["sse", "json"], Query(description="`sse` or `json`.")] = "sse",
     after: Annotated[
         int | None, Query(ge=0, le=MAX_INT64, description="Only events after this id.")
@@ -164,7 +194,7 @@ async def read_events(
         page = await _json_page(bus, experiment_id, cursor, limit, wanted, head)
         return JSONResponse(page.model_dump())
     return StreamingResponse(
-        _stream(bus, experiment_id, cursor, wanted),
+        _stream(bus, experiment_id, cursor, wanted, still_authorized(request, services)),
         media_type="text/event-stream",
         headers=SSE_HEADERS,
     )

@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from core.enums import Role
 from core.models import ApiKey
-from learners.api import Text
+from learners.api import Label
 
 
 class KeyOut(BaseModel):
@@ -49,7 +49,9 @@ class KeyList(BaseModel):
 class NewKey(BaseModel):
     """A key to create."""
 
-    name: Text = Field(min_length=1, max_length=100, description="A label for people.")
+    name: Label = Field(
+        min_length=1, max_length=100, description="A label for people: one line of printable text."
+    )
     role: Role = Field(description="`viewer`, `member` or `admin`.")
 
 

@@ -24,6 +24,7 @@ from core.errors import NotFound, ServiceError
 from core.ids import new_id
 from core.models import ApiKey, AuthSession, Project
 from core.repositories import AuthSessionRepository, KeyRepository, ProjectRepository
+from learners.api import label_error
 
 KEY_PREFIX = "mfk_"
 SESSION_PREFIX = "mfs_"
@@ -124,6 +125,8 @@ def create_key(
     name = name.strip()
     if not 1 <= len(name) <= 100:
         raise InvalidName("a key's name must be 1-100 characters")
+    if (reason := label_error(name)) is not None:
+        raise InvalidName(f"a key's name {reason}")
     token = new_token(KEY_PREFIX)
     key = ApiKey(
         id=new_id(),

@@ -27,7 +27,14 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
-from learners.api import ExperimentSpec, FieldError, SpecError, errors_from_validation, parse_spec
+from learners.api import (
+    ExperimentSpec,
+    FieldError,
+    Label,
+    SpecError,
+    errors_from_validation,
+    parse_spec,
+)
 
 _STRICT = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
@@ -60,9 +67,9 @@ class SweepSpec(BaseModel):
 
     model_config = _STRICT
 
-    name: str = Field(default="", max_length=150, pattern=r"^[^\x00]*$")
-    """A name for people; empty: the base spec's name. Each run is named
-    ``<name> <config> s<seed>``."""
+    name: Label = Field(default="", max_length=150)
+    """A name for people (one line of printable text); empty: the base spec's name. Each run is
+    named ``<name> <config> s<seed>``."""
     base: dict[str, JsonValue]
     """An experiment spec (as ``POST /v1/experiments`` takes) that every run starts from; its
     ``seed`` is left out (``seeds`` sets it)."""

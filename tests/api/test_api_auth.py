@@ -302,6 +302,28 @@ def test_submit_cancel_and_resume_record_the_key_that_asked(
     assert list(stored) == [member_id, admin_id, member_id]
 
 
+def test_the_openapi_document_says_which_routes_need_a_key() -> None:
+    """Every route that needs a key declares the bearer key or the session cookie (either does),
+    so client generators and fuzzers (schemathesis's auth checks) see it; the open ones declare
+    nothing."""
+    with tempfile.TemporaryDirectory() as var_dir:
+        schema = create_app(Settings(var_dir=Path(var_dir))).openapi()
+    assert schema["components"]["securitySchemes"]["apiKey"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API key of the project: `Authorization: Bearer mfk_...`.",
+    }
+    assert schema["components"]["securitySchemes"]["session"]["in"] == "cookie"
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            declared = operation.get("security")
+            if path in OPEN_ROUTES:
+                assert declared is None, (method, path)
+            else:
+                assert declared == [{"apiKey": []}, {"session": []}], (method, path)
+    assert len(PROJECT_ROUTES) > 30
+
+
 def test_open_routes_need_no_key(anonymous: TestClient) -> None:
     assert anonymous.get("/healthz").status_code == 200
     assert anonymous.get("/v1/algorithms").status_code == 200

@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from learners.spec import LABEL_REASON
+
 pytestmark = pytest.mark.integration
 
 TOO_BIG = str(2**63)  # one past the largest BIGINT
@@ -104,10 +106,59 @@ def test_text_with_a_nul_character_is_422_not_a_database_error(
     )
 
     assert named.status_code == 422
-    assert named.json()["error"]["fields"] == [
-        {"field": "name", "reason": "must not contain the NUL character (U+0000)"}
-    ]
+    assert named.json()["error"]["fields"] == [{"field": "name", "reason": LABEL_REASON}]
     assert in_kwargs.status_code == 422
     assert metric.status_code == 422
     assert [f["field"] for f in metric.json()["error"]["fields"]] == ["names"]
     assert key.status_code == 422
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "evil\x1b[2J\x1b]0;pwned\x07",  # clears the screen, retitles the terminal
+        "two\nlines",  # forges a line of a table
+        "tab\there",
+        "c1\x9bcontrol",  # the C1 control sequence introducer
+        "right\u202eleft",  # a bidirectional override
+        "line\u2028separator",
+    ],
+)
+def test_names_with_control_characters_are_422_naming_the_field(
+    client: TestClient,
+    example_spec: dict[str, Any],
+    keys: dict[str, str],
+    experiment_id: str,
+    name: str,
+) -> None:
+    admin = {"authorization": f"Bearer {keys['admin']}"}
+    answers = {
+        "name": client.post("/v1/experiments", json={**example_spec, "name": name}),
+        "patch": client.patch(f"/v1/experiments/{experiment_id}", json={"name": name}),
+        "sweep": client.post("/v1/sweeps", json={"name": name, "base": example_spec}),
+        "match": client.post(
+            "/v1/matches",
+            json={"name": name, "env": {"id": "simple_tag_v3"}, "teams": {}},
+        ),
+        "key": client.post(
+            "/v1/projects/team-a/keys", json={"name": name, "role": "viewer"}, headers=admin
+        ),
+    }
+
+    for what, answer in answers.items():
+        assert answer.status_code == 422, (what, answer.text)
+        fields = {f["field"]: f["reason"] for f in answer.json()["error"]["fields"]}
+        assert fields.get("name") == LABEL_REASON, (what, fields)
+    # Nothing was stored: the run keeps its name, and no sweep, match or key appeared.
+    assert client.get(f"/v1/experiments/{experiment_id}").json()["name"] != name
+    assert all(s["name"] != name for s in client.get("/v1/sweeps").json()["items"])
+    assert all(m["name"] != name for m in client.get("/v1/matches").json()["items"])
+
+
+def test_names_in_any_language_and_with_symbols_are_accepted(
+    client: TestClient, example_spec: dict[str, Any]
+) -> None:
+    name = 'Ölçüm 実験 ✓ — lr=3e-4 (α/β) "quoted"'
+    answer = client.post("/v1/experiments", json={**example_spec, "name": name})
+    assert answer.status_code == 201, answer.text
+    assert answer.json()["name"] == name

@@ -238,3 +238,42 @@ def test_a_match_is_started_watched_listed_and_refused_from_the_cli(
     assert body == live_server.api.http.get(f"/v1/matches/{match_id}").json()
     assert refused.returncode == 1
     assert "teams: simple_tag_v3 has the teams adversary, agent" in refused.stderr
+
+
+EVIL = "evil\x1b[2J\x1b]0;pwned\x07\nFAKE LINE"
+
+
+def test_a_name_with_terminal_escapes_is_refused_and_a_stored_one_is_printed_escaped(
+    live_server: LiveServer,
+    marlforge: Cli,
+    tiny_spec: Callable[..., dict[str, Any]],
+    tmp_path: Path,
+    pg_url: str,
+) -> None:
+    spec = tmp_path / "evil.json"
+    spec.write_text(json.dumps(tiny_spec(name=EVIL)))
+    refused = marlforge("submit", str(spec), env=_env(live_server))
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert "name: must be one line of printable text" in refused.stderr
+    assert "\x1b" not in refused.stderr
+
+    # A string the server holds that a person wrote (here a run's name, stored as a row from
+    # before names were checked): the table and the detail show it escaped, on its own line.
+    run = live_server.api.submit(tiny_spec(name="later-renamed", total_steps=200))["id"]
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(pg_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                text("UPDATE experiments SET name = :name WHERE id = :id"),
+                {"name": EVIL, "id": run},
+            )
+    finally:
+        engine.dispose()
+    for args in (("ls",), ("show", run)):
+        shown = marlforge(*args, env=_env(live_server))
+        assert shown.returncode == 0, shown.stderr
+        assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout
+        assert "evil\\x1b[2J" in shown.stdout
+        assert not any(line.startswith("FAKE LINE") for line in shown.stdout.splitlines())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,88 @@ def test_experiments_from_before_projects_move_to_project_default(tmp_path: Path
     finally:
         engine.dispose()
     assert project == "default"
+
+
+EVIL = "evil\x1b[2J\x1b]0;pwned\x07\nFAKE LINE\u202e"
+REPAIRED = "evil\ufffd[2J\ufffd]0;pwned\ufffd\ufffdFAKE LINE\ufffd"
+
+
+def _check_names_repaired(url: str) -> None:
+    """Names stored with control characters before they were refused (revision 0014) come out
+    printable, in their spec too, and the stored specs still validate."""
+    import datetime as dt
+
+    from sqlalchemy.orm import Session
+
+    from core.enums import ExperimentStatus, MatchStatus, Role
+    from core.models import ApiKey, Experiment, Match, Project, Sweep
+    from learners.api import Label
+    from learners.api import parse_spec as parse
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "ddpg_pendulum.json"
+
+    migrate.upgrade(url, "0013")
+    engine = create_engine(url)
+    now = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+    spec = {**parse(json.loads(example.read_text())).model_dump(mode="json"), "name": EVIL}
+    try:
+        with Session(engine) as session:
+            session.add(Project(id="P" * 26, name="evil", created_at=now))
+            session.flush()
+            session.add_all(
+                [
+                    ApiKey(
+                        id="K" * 26, project_id="P" * 26, name=EVIL, role=Role.MEMBER,
+                        prefix="mf_x", token_hash="0" * 64, created_at=now,
+                    ),
+                    Sweep(
+                        id="S" * 26, project_id="P" * 26, name=EVIL,
+                        spec={"name": EVIL, "base": spec}, configurations=[], seeds=[1],
+                        max_concurrent=1, created_at=now, updated_at=now,
+                    ),
+                    Match(
+                        id="M" * 26, project_id="P" * 26, name=EVIL, env={}, teams={},
+                        episodes=1, seed=1, backend="torch", status=MatchStatus.SUCCEEDED,
+                        created_at=now, updated_at=now,
+                    ),
+                ]
+            )  # fmt: skip
+            session.flush()
+            session.add(
+                Experiment(
+                    id="E" * 26, project_id="P" * 26, name=EVIL, algorithm="ddpg",
+                    backend="torch", spec=spec, status=ExperimentStatus.SUCCEEDED,
+                    total_steps=400, created_at=now, updated_at=now,
+                )
+            )  # fmt: skip
+            session.commit()
+        migrate.upgrade(url)
+        with Session(engine) as session:
+            names = [
+                session.get(ApiKey, "K" * 26).name,  # type: ignore[union-attr]
+                session.get(Sweep, "S" * 26).name,  # type: ignore[union-attr]
+                session.get(Match, "M" * 26).name,  # type: ignore[union-attr]
+                session.get(Experiment, "E" * 26).name,  # type: ignore[union-attr]
+            ]
+            experiment = session.get(Experiment, "E" * 26)
+            sweep = session.get(Sweep, "S" * 26)
+            assert experiment is not None and sweep is not None
+            stored_spec, sweep_spec = experiment.spec, sweep.spec
+    finally:
+        engine.dispose()
+    assert names == [REPAIRED] * 4
+    assert stored_spec["name"] == REPAIRED and parse(stored_spec).name == REPAIRED
+    assert sweep_spec["name"] == sweep_spec["base"]["name"] == REPAIRED
+    assert stored_spec["hyperparameters"] == spec["hyperparameters"]  # the rest is untouched
+    from pydantic import TypeAdapter
+
+    assert TypeAdapter(Label).validate_python(REPAIRED) == REPAIRED
+
+
+def test_names_with_control_characters_are_repaired_on_sqlite(tmp_path: Path) -> None:
+    _check_names_repaired(f"sqlite:///{tmp_path / 'names.db'}")
+
+
+@pytest.mark.integration
+def test_names_with_control_characters_are_repaired_on_postgresql(fresh_postgres_url: str) -> None:
+    _check_names_repaired(fresh_postgres_url)
