@@ -17,6 +17,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.exc import SQLAlchemyError
 
 from api.deps import Services, ServicesDep
 from api.errors import ApiError, error_responses
@@ -76,6 +77,24 @@ _COOKIE_SCHEME = APIKeyCookie(
     description="The dashboard's session cookie (`POST /v1/session`).",
     auto_error=False,
 )
+
+
+def is_admin(request: Request, services: Services) -> bool:
+    """Whether the request carries an admin key (``Authorization: Bearer``), for an open route
+    that shows more to admins; never refuses (a bad key, or a database that cannot say, is
+    False)."""
+    header = request.headers.get("authorization")
+    if header is None:
+        return False
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return False
+    try:
+        with services.session_factory() as session:
+            principal = authenticate_key(session, services.secret, token.strip())
+    except SQLAlchemyError:
+        return False
+    return principal is not None and principal.role.allows(Role.ADMIN)
 
 
 def authorize(

@@ -8,8 +8,9 @@ same-origin writes.
 - A request with a body must say it is JSON (415 otherwise). An HTML form can only send
   ``text/plain``, ``application/x-www-form-urlencoded`` or ``multipart/form-data``, so no other
   web page can post a spec with a plain form.
-- A body larger than ``MAX_BODY_BYTES`` is refused (413) before the app reads it, whether it
-  declares its length or streams in chunks.
+- A body larger than ``MAX_BODY_BYTES`` is refused (413) before the app reads it: one that
+  declares a larger ``Content-Length`` before a byte of it is read, one that streams in chunks as
+  soon as the bytes read pass the limit.
 - A state-changing request from another origin (``Origin`` or ``Sec-Fetch-Site`` says so) is
   refused (403), whatever credentials it carries.
 """
@@ -101,6 +102,13 @@ async def _bounded_body(receive: Receive) -> tuple[Receive, ASGIApp | None]:
     return replay, None
 
 
+def _declared_length(headers: Headers) -> int:
+    """The body's ``Content-Length`` (0 when it declares none or a malformed one: the body is then
+    counted as it is read)."""
+    length = headers.get("content-length", "").strip()
+    return int(length) if length.isdigit() and len(length) <= 20 else 0
+
+
 def _has_body(headers: Headers) -> bool:
     length = headers.get("content-length")
     if headers.get("transfer-encoding") is not None:
@@ -161,6 +169,14 @@ class BrowserSafety:
                 ErrorDetail(
                     code="unsupported_media_type",
                     message="request bodies must be JSON: send 'Content-Type: application/json'",
+                ),
+            )
+        if method in UNSAFE_METHODS and _declared_length(headers) > MAX_BODY_BYTES:
+            # Refused on its word, before a byte of the body is read.
+            return error_json(
+                413,
+                ErrorDetail(
+                    code="too_large", message=f"the body is larger than {MAX_BODY_BYTES} bytes"
                 ),
             )
         return None

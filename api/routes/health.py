@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import re
+
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
 
+from api.auth import is_admin
 from api.deps import ServicesDep
 from api.schemas.health import Health
 
@@ -27,19 +30,35 @@ def healthz() -> Health:
     response_model=Health,
     summary="Readiness",
     description="200 when the database answers, the broker is reachable and the artifact "
-    "storage can be used (its directory writable, or its bucket there); 503 otherwise, with the "
-    "reason per dependency in `checks`.",
+    "storage can be used (its directory writable, or its bucket there); 503 otherwise. `checks` "
+    "says `ok` or `unavailable` per dependency; with an admin key (`Authorization: Bearer`) it "
+    "gives the reason instead of `unavailable` (hosts named, credentials in URLs left out). No "
+    "key is needed.",
     responses={503: {"model": Health, "description": "A dependency is down."}},
 )
-def readyz(services: ServicesDep) -> JSONResponse:
+def readyz(request: Request, services: ServicesDep) -> JSONResponse:
     checks = {
         "database": _database(services),
         "broker": _broker(services),
         "artifacts": services.storage.unreachable_reason() or "ok",
     }
     ready = all(v == "ok" for v in checks.values())
-    body = Health(status="ok" if ready else "unavailable", checks=checks)
+    if is_admin(request, services):
+        shown = {name: _without_credentials(reason) for name, reason in checks.items()}
+    else:
+        shown = {name: "ok" if reason == "ok" else UNAVAILABLE for name, reason in checks.items()}
+    body = Health(status="ok" if ready else UNAVAILABLE, checks=shown)
     return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
+
+
+UNAVAILABLE = "unavailable"
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]*@")
+
+
+def _without_credentials(reason: str) -> str:
+    """``reason`` with the user and password of every URL in it left out
+    (``redis://:secret@host`` -> ``redis://***@host``)."""
+    return _USERINFO.sub(r"\1***@", reason)
 
 
 def _database(services: ServicesDep) -> str:

@@ -37,19 +37,29 @@ def test_healthz_and_readyz_are_ok(client: TestClient) -> None:
 
 
 def test_readyz_is_503_when_the_broker_is_down(
-    settings: Settings, session_factory: Any, storage: FilesystemStore
+    settings: Settings, session_factory: Any, storage: FilesystemStore, keys: dict[str, str]
 ) -> None:
     app = create_app(
-        settings.model_copy(update={"broker_url": DEAD_REDIS}),
+        settings.model_copy(update={"broker_url": "redis://:s3cr3t@127.0.0.1:1/0"}),
         session_factory=session_factory,
         storage=storage,
     )
     with TestClient(app) as client:
-        response = client.get("/readyz")
+        anonymous = client.get("/readyz")
+        member = client.get("/readyz", headers=bearer(keys["member"]))
+        admin = client.get("/readyz", headers=bearer(keys["admin"]))
 
-    assert response.status_code == 503
-    checks = response.json()["checks"]
+    # Status words only, without an admin key: no host, no reason, no credential.
+    for answer in (anonymous, member):
+        assert answer.status_code == 503
+        assert answer.json() == {
+            "status": "unavailable",
+            "checks": {"database": "ok", "broker": "unavailable", "artifacts": "ok"},
+        }
+    assert admin.status_code == 503
+    checks = admin.json()["checks"]
     assert checks["database"] == "ok" and checks["broker"].startswith("broker unreachable")
+    assert "s3cr3t" not in admin.text
 
 
 def test_readyz_is_503_when_the_database_is_down(tmp_path: Path, settings: Settings) -> None:
@@ -61,8 +71,9 @@ def test_readyz_is_503_when_the_database_is_down(tmp_path: Path, settings: Setti
         response = client.get("/readyz")
     engine.dispose()
 
+    # No key can be checked without the database: the status word only, for anyone.
     assert response.status_code == 503
-    assert response.json()["checks"]["database"].startswith("unreachable")
+    assert response.json()["checks"]["database"] == "unavailable"
 
 
 def test_a_submission_the_broker_cannot_take_is_503_and_marked_failed(
@@ -89,14 +100,20 @@ def test_a_submission_the_broker_cannot_take_is_503_and_marked_failed(
     assert row.status_reason is not None and "broker is unreachable" in row.status_reason
 
 
-def _readyz_with(settings: Settings, session_factory: Any, storage: ArtifactStore) -> Any:
+def _readyz_with(
+    settings: Settings, session_factory: Any, storage: ArtifactStore, admin_key: str
+) -> Any:
     app = create_app(settings, session_factory=session_factory, storage=storage)
     with TestClient(app) as client:
-        return client.get("/readyz")
+        return client.get("/readyz", headers=bearer(admin_key))
 
 
 def test_readyz_is_503_naming_the_artifact_store_when_it_cannot_be_used(
-    tmp_path: Path, settings: Settings, session_factory: Any, s3_server: MotoServer
+    tmp_path: Path,
+    settings: Settings,
+    session_factory: Any,
+    s3_server: MotoServer,
+    keys: dict[str, str],
 ) -> None:
     (tmp_path / "a-file").write_bytes(b"")
     not_a_directory = FilesystemStore(tmp_path / "a-file")
@@ -108,7 +125,8 @@ def test_readyz_is_503_naming_the_artifact_store_when_it_cannot_be_used(
     )
 
     answers = [
-        _readyz_with(settings, session_factory, s) for s in (not_a_directory, no_bucket, no_server)
+        _readyz_with(settings, session_factory, s, keys["admin"])
+        for s in (not_a_directory, no_bucket, no_server)
     ]
 
     assert [a.status_code for a in answers] == [503, 503, 503]

@@ -68,6 +68,7 @@ class Hosts:
         api_env = self.host_env("api-host")
         self.api_process = self._start(["api", "--port", str(port)], api_env, "api-host")
         self.api = Api(f"http://127.0.0.1:{port}", create_key(api_env))
+        self.admin_key = create_key(api_env, role="admin")  # /readyz's reasons are for admins
         self.api.wait_ready(process=self.api_process)
 
     def host_env(self, name: str) -> dict[str, str]:
@@ -205,7 +206,7 @@ def test_a_store_that_goes_away_mid_run_costs_the_run_nothing(
 
     link.down()
     try:
-        away = api.http.get("/readyz")
+        away = api.http.get("/readyz", headers={"authorization": f"Bearer {hosts.admin_key}"})
         time.sleep(8.0)  # several checkpoints' worth of training
         during = api.get(run)
     finally:

@@ -1,10 +1,14 @@
-"""An open event stream ends once its key is revoked or its session signed out, on a real
-``marlforge api`` process (no worker: the run stays queued, so its stream would stay open to the
-run's end, up to the run time limit). The stream's last event is ``error`` (``unauthenticated``),
-within a few seconds (``BusConfig.recheck_s``, 5 s), and a reconnect is answered 401."""
+"""Access on a real ``marlforge api`` process, where only a real server shows it.
+
+An open event stream ends once its key is revoked or its session signed out (no worker: the run
+stays queued, so its stream would stay open to the run's end, up to the run time limit). The
+stream's last event is ``error`` (``unauthenticated``), within a few seconds
+(``BusConfig.recheck_s``, 5 s), and a reconnect is answered 401. A body that declares a length over
+the limit is refused on its word, before the client has sent a byte of it."""
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -120,3 +124,28 @@ def test_a_signed_out_sessions_stream_ends_within_seconds(
     )
     assert again.status_code == 401
     admin.http.post(f"/v1/experiments/{run}/cancel")
+
+
+def test_a_body_declared_too_large_is_refused_before_it_is_sent(
+    stack: tuple[Api, dict[str, str]],
+) -> None:
+    admin, _ = stack
+    url = httpx.URL(str(admin.http.base_url))
+    token = admin.http.headers["authorization"]
+    head = (
+        "POST /v1/experiments HTTP/1.1\r\n"
+        f"Host: {url.host}:{url.port}\r\n"
+        f"Authorization: {token}\r\n"
+        "Content-Type: application/json\r\n"
+        f"Content-Length: {2 << 30}\r\n\r\n"
+    )
+    with socket.create_connection((url.host, url.port), timeout=5) as connection:
+        connection.sendall(head.encode())  # and not a byte of the 2 GiB it announces
+        started = time.monotonic()
+        received = b""
+        while b"too_large" not in received and (chunk := connection.recv(65536)):
+            received += chunk
+        answer = received.decode(errors="replace")
+    assert answer.startswith("HTTP/1.1 413"), answer[:200]
+    assert '"too_large"' in answer
+    assert time.monotonic() - started < 2
