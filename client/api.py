@@ -192,6 +192,10 @@ class Client:
         """One match, with its result once played."""
         return self._json("GET", f"/v1/matches/{match_id}")
 
+    def cancel_match(self, match_id: str) -> Json:
+        """Withdraw a queued or playing match; the match, now ``cancelled``."""
+        return self._json("POST", f"/v1/matches/{match_id}/cancel")
+
     def submit_sweep(self, sweep: Json, idempotency_key: str | None = None) -> Json:
         """Submit a sweep (``POST /v1/sweeps``): a base spec over a search space × seeds; the new
         (or, with a reused ``idempotency_key``, the first) sweep."""

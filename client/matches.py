@@ -39,7 +39,12 @@ def add_parser(
     ls.add_argument("--status", choices=STATUSES, default=None)
     ls.add_argument("--limit", type=int, default=50, help="at most this many (1-500)")
     json_flag(ls)
-    for name, text in (("show", "show one match"), ("watch", "wait for a match's result")):
+    verbs_with_an_id = (
+        ("show", "show one match"),
+        ("watch", "wait for a match's result"),
+        ("cancel", "withdraw a queued or playing match"),
+    )
+    for name, text in verbs_with_an_id:
         verb = verbs.add_parser(name, help=text)
         verb.add_argument("match_id", metavar="ID")
         json_flag(verb)
@@ -65,6 +70,13 @@ def run(client: Client, args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.match_command == "show":
         return _show(client.match(args.match_id), args.json)
+    if args.match_command == "cancel":
+        cancelled = client.cancel_match(args.match_id)
+        if args.json:
+            _print_json(cancelled)
+        else:
+            print(safe(f"{cancelled['id']} {cancelled['status']}"), flush=True)
+        return EXIT_OK
     return _watch(client, args.match_id, args.json)
 
 

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from core.db import utcnow
 from core.enums import MatchStatus
+from core.errors import Conflict
 from core.ids import ID_PATTERN, new_id
 from core.models import Match
 from core.queue import Dispatcher
@@ -124,6 +125,25 @@ def submit(
     MatchRepository(session).add(match)
     session.commit()
     dispatcher.enqueue_match(match.id, backend, spec.env.suite)
+    return match
+
+
+def cancel(session: Session, match_id: str, by: str) -> Match:
+    """Withdraw a queued or playing match (``by`` names who asked, for its reason): it is
+    ``cancelled`` at once, and the worker playing it stops it within a poll
+    (``workers.matches``). A match that already ended is a ``Conflict``."""
+    matches = MatchRepository(session)
+    for status in (MatchStatus.QUEUED, MatchStatus.RUNNING):
+        if matches.move(match_id, status, MatchStatus.CANCELLED, reason=f"cancelled by {by}"):
+            session.commit()
+            break
+    else:
+        match = matches.get(match_id)
+        ended = match.status.value if match is not None else "gone"
+        raise Conflict(f"match {match_id} already {ended}; nothing to cancel")
+    session.expire_all()
+    match = matches.get(match_id)
+    assert match is not None
     return match
 
 

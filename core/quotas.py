@@ -20,6 +20,7 @@ from core.db import utcnow
 from core.enums import ExperimentStatus
 from core.errors import QuotaExceeded
 from core.repositories import ExperimentRepository, ProjectRepository
+from core.repositories.matches import MatchRepository
 from core.repositories.sweeps import SweepRepository
 from core.settings import Settings
 from learners.api import Assessment, ExperimentSpec, MemoryEstimate, SpecError, assess
@@ -69,11 +70,10 @@ RATE_WINDOW = dt.timedelta(seconds=60)
 def check_project_limits(
     session: Session, project_id: str, settings: Settings, *, needs_slot: bool = True
 ) -> None:
-    """Raise ``QuotaExceeded`` when the project may not submit now: it has
+    """Raise ``QuotaExceeded`` when the project may not submit (or resume) a run now: it has
     ``settings.project_max_active_runs`` runs queued or running (only when the submission
     ``needs_slot``: a sweep's runs wait ``pending`` for one instead), or it submitted
-    ``settings.project_submissions_per_minute`` experiments or sweeps in the last 60 seconds (a
-    sweep counts once, its runs not at all)."""
+    ``settings.project_submissions_per_minute`` things in the last 60 seconds (``_check_rate``)."""
     ProjectRepository(session).lock(project_id)
     experiments = ExperimentRepository(session)
     if needs_slot:
@@ -84,19 +84,44 @@ def check_project_limits(
                 f"({_variable('project_max_active_runs')}={settings.project_max_active_runs}); "
                 "cancel one or wait for one to finish"
             )
+    _check_rate(session, project_id, settings)
+
+
+def check_match_limits(session: Session, project_id: str, settings: Settings) -> None:
+    """Raise ``QuotaExceeded`` when the project may not start a match now: it has
+    ``settings.project_max_active_matches`` matches queued or playing, or it is over its
+    submission rate (``_check_rate``)."""
+    ProjectRepository(session).lock(project_id)
+    active = MatchRepository(session).count_active(project_id)
+    if active >= settings.project_max_active_matches:
+        raise QuotaExceeded(
+            f"the project has {active} matches queued or playing, its limit "
+            f"({_variable('project_max_active_matches')}={settings.project_max_active_matches}); "
+            "cancel one or wait for one to finish"
+        )
+    _check_rate(session, project_id, settings)
+
+
+def _check_rate(session: Session, project_id: str, settings: Settings) -> None:
+    """Raise ``QuotaExceeded`` when the project submitted ``project_submissions_per_minute``
+    experiments, sweeps, matches and resumes in the last 60 seconds (a sweep counts once, its runs
+    not at all)."""
     now = utcnow()
     since = now - RATE_WINDOW
+    experiments = ExperimentRepository(session)
     recent = sorted(
         experiments.created_since(project_id, since)
+        + experiments.resumed_since(project_id, since)
         + SweepRepository(session).created_since(project_id, since)
+        + MatchRepository(session).created_since(project_id, since)
     )
     if len(recent) >= settings.project_submissions_per_minute:
         # A slot frees when the oldest submission of the window leaves it.
         oldest = recent[-settings.project_submissions_per_minute]
         retry_after = max(1, math.ceil((oldest + RATE_WINDOW - now).total_seconds()))
         raise QuotaExceeded(
-            f"the project submitted {len(recent)} experiments or sweeps in the last 60 s, its "
-            f"limit ({_variable('project_submissions_per_minute')}="
+            f"the project submitted {len(recent)} experiments, sweeps, matches or resumes in the "
+            f"last 60 s, its limit ({_variable('project_submissions_per_minute')}="
             f"{settings.project_submissions_per_minute}); retry in {retry_after} s",
             retry_after_s=retry_after,
         )

@@ -60,7 +60,10 @@ class Settings(BaseSettings):
     project_max_active_runs: int = Field(default=20, ge=1)
     """How many runs of one project may be queued or running at once; more is a 429."""
     project_submissions_per_minute: int = Field(default=30, ge=1)
-    """How many experiments one project may submit in any 60 seconds; more is a 429."""
+    """How many experiments, sweeps, matches and resumes one project may submit in any 60
+    seconds; more is a 429."""
+    project_max_active_matches: int = Field(default=4, ge=1)
+    """How many matches of one project may be queued or playing at once; more is a 429."""
     api_host: str = "127.0.0.1"
     """Interface the API listens on."""
     api_port: int = Field(default=8000, ge=1, le=65535)

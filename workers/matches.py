@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.db import retry_transient
@@ -78,8 +79,12 @@ def play(
             limits.guards(),
             cancel_requested=lambda: False,
             shutdown_requested=shutdown_requested,
+            still_held=lambda: _still_playing(session_factory, match_id),
             name=f"match-{match_id}",
         )
+        if result.ending == Ending.LOST:
+            log.info("match %s was cancelled while it played; stopped", match_id)
+            return Outcome.DONE
         if result.ending == Ending.RETURNED and result.value is not None:
             return _record(session_factory, storage, match_id, result.value, Path(job.replay_to))
         if shutdown_requested():
@@ -115,6 +120,16 @@ def play_in_child(job: MatchJob, stop_requested: Callable[[], bool]) -> dict[str
     )
     played: dict[str, Any] = result.as_json()
     return played
+
+
+def _still_playing(session_factory: sessionmaker[Session], match_id: str) -> bool:
+    """False once the match is no longer ``running`` (its project cancelled it): the supervisor
+    then stops its process. A database that does not answer is not a cancel."""
+    try:
+        with session_factory() as session:
+            return MatchRepository(session).status_of(match_id) == M.RUNNING
+    except SQLAlchemyError:
+        return True
 
 
 def _claim(session_factory: sessionmaker[Session], match_id: str, worker_id: str) -> Match | None:

@@ -24,7 +24,7 @@ from api.schemas.experiments import ExperimentOut, ExperimentPage
 from core import experiments as service
 from core import registry
 from core.auth import Principal
-from core.enums import ExperimentStatus
+from core.enums import RESUMABLE_STATUSES, ExperimentStatus
 from core.ids import ID_PATTERN
 from core.models import Experiment
 from core.quotas import check_project_limits, check_spec_bounds
@@ -229,12 +229,20 @@ def cancel_experiment(
     description="Queue the run again with the same id; it continues from its latest checkpoint on "
     "the same step axis (metrics after that checkpoint are recomputed). Without a checkpoint it "
     "starts over. A sweep's run becomes `pending` and is queued when its sweep has a free slot. "
-    "Other statuses are a 409.",
-    responses=error_responses(404, 409, 503),
+    "Other statuses are a 409. A resume counts as a submission: against the project's runs "
+    "queued or running (a sweep's run waits for its sweep's slot instead) and its submissions per "
+    "minute; beyond either is a 429.",
+    responses=error_responses(404, 409, 429, 503),
 )
 def resume_experiment(
     experiment_id: ExperimentId, session: SessionDep, services: ServicesDep, principal: PrincipalDep
 ) -> ExperimentOut:
+    experiment = service.get(session, experiment_id)
+    if experiment.status in RESUMABLE_STATUSES:  # any other is the service's 409
+        in_sweep = experiment.sweep_id is not None
+        check_project_limits(
+            session, principal.project_id, services.settings, needs_slot=not in_sweep
+        )
     resumed = service.resume(session, services.dispatcher, experiment_id, actor_of(principal))
     return one(session, services, resumed)
 

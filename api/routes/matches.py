@@ -18,6 +18,7 @@ from api.schemas.matches import MatchOut, MatchPage
 from core import matches as service
 from core.enums import MatchStatus
 from core.models import Match
+from core.quotas import check_match_limits
 from core.repositories.matches import MatchRepository
 
 router = project_router("/v1/matches", ["matches"])
@@ -45,8 +46,10 @@ MatchDep = Annotated[Match, Depends(_match)]
     "checked before anything is stored: a scenario or kwarg the catalogue does not offer, a "
     "team missing or unknown, an experiment or checkpoint not in the project, a policy whose "
     "agents, observation or action sizes do not fit the team's seats are each a 422 naming the "
-    "field. The match is then queued on a worker; `GET /v1/matches/{id}` has its result.",
-    responses=error_responses(400, 413, 415, 422, 503),
+    "field. The match is then queued on a worker; `GET /v1/matches/{id}` has its result. A "
+    "project may have `MARLFORGE_PROJECT_MAX_ACTIVE_MATCHES` (4) matches queued or playing, and "
+    "matches count against its submissions per minute: beyond either is a 429.",
+    responses=error_responses(400, 413, 415, 422, 429, 503),
     openapi_extra=json_request_body(SPEC_SCHEMA_NAME),
 )
 def create_match(
@@ -58,6 +61,7 @@ def create_match(
 ) -> MatchOut:
     with refused_as("invalid_match", "the match"):
         spec = service.parse_match(body)
+        check_match_limits(session, principal.project_id, services.settings)
         match = service.submit(
             session, services.dispatcher, spec, principal.project_id, principal.key_id
         )
@@ -83,6 +87,18 @@ def list_matches(
     rows = MatchRepository(session).page(principal.project_id, limit + 1, after, status)
     items = [MatchOut.of(r) for r in rows[:limit]]
     return MatchPage(items=items, next_after=items[-1].id if len(rows) > limit else None)
+
+
+@router.post(
+    "/{match_id}/cancel",
+    response_model=MatchOut,
+    summary="Cancel a match",
+    description="A queued or playing match is `cancelled` at once (its worker stops playing it "
+    "within a second); one that already ended is a 409.",
+    responses=error_responses(404, 409),
+)
+def cancel_match(match: MatchDep, session: SessionDep, principal: PrincipalDep) -> MatchOut:
+    return MatchOut.of(service.cancel(session, match.id, principal.describe()))
 
 
 @router.get(

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 
 from core.db import utcnow
 from core.enums import ExperimentStatus
-from core.models import Experiment, ExperimentTag
+from core.models import Experiment, ExperimentTag, StatusTransition
 from learners.api import Algorithm, Backend
 
 
@@ -59,6 +59,23 @@ class ExperimentRepository:
             Experiment.project_id == project_id, Experiment.status.in_(statuses)
         )
         return int(self.session.scalar(query) or 0)
+
+    def resumed_since(self, project_id: str, since: dt.datetime) -> list[dt.datetime]:
+        """When each resume (by a key: cancelled or failed -> queued or pending) of the project's
+        runs after ``since`` was."""
+        query = (
+            select(StatusTransition.created_at)
+            .join(Experiment, Experiment.id == StatusTransition.experiment_id)
+            .where(
+                Experiment.project_id == project_id,
+                StatusTransition.created_at > since,
+                StatusTransition.from_status.in_(
+                    [ExperimentStatus.CANCELLED, ExperimentStatus.FAILED]
+                ),
+                StatusTransition.to_status.in_([ExperimentStatus.QUEUED, ExperimentStatus.PENDING]),
+            )
+        )
+        return list(self.session.scalars(query))
 
     def created_since(self, project_id: str, since: dt.datetime) -> list[dt.datetime]:
         """When each of the project's experiments submitted on their own (not by a sweep) after

@@ -3,9 +3,10 @@ to the next only from the status expected (so two workers never play the same ma
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from core.db import utcnow
@@ -47,6 +48,25 @@ class MatchRepository:
         if status is not None:
             query = query.where(Match.status == status)
         return list(self.session.scalars(query))
+
+    def count_active(self, project_id: str) -> int:
+        """The project's matches that are queued or playing."""
+        query = select(func.count()).where(
+            Match.project_id == project_id,
+            Match.status.in_([MatchStatus.QUEUED, MatchStatus.RUNNING]),
+        )
+        return int(self.session.scalar(query) or 0)
+
+    def created_since(self, project_id: str, since: dt.datetime) -> list[dt.datetime]:
+        """When each of the project's matches created after ``since`` was."""
+        query = select(Match.created_at).where(
+            Match.project_id == project_id, Match.created_at > since
+        )
+        return list(self.session.scalars(query))
+
+    def status_of(self, match_id: str) -> MatchStatus | None:
+        """The match's status as committed now (None when there is no such match)."""
+        return self.session.scalar(select(Match.status).where(Match.id == match_id))
 
     def move(
         self,

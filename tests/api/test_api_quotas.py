@@ -1,6 +1,7 @@
-"""Per-project quotas at submission: runs queued or running, and submissions per minute. Over
-either is a 429 with the reason (and ``Retry-After`` for the rate); another project is unaffected,
-and nothing is stored."""
+"""Per-project quotas at submission: runs queued or running, matches queued or playing, and
+submissions per minute (experiments, sweeps, matches and resumes). Over any is a 429 with the
+reason (and ``Retry-After`` for the rate); another project is unaffected, and nothing is stored
+or changed."""
 
 from __future__ import annotations
 
@@ -57,6 +58,81 @@ def test_submissions_per_minute_are_capped_with_retry_after(
     over = limited.post("/v1/experiments", json=example_spec)
 
     assert over.status_code == 429
-    assert "3 experiments or sweeps in the last 60 s" in over.json()["error"]["message"]
+    assert (
+        "3 experiments, sweeps, matches or resumes in the last 60 s"
+        in (over.json()["error"]["message"])
+    )
     assert 1 <= int(over.headers["retry-after"]) <= 60
     assert _count(session) == 3
+
+
+def test_resumes_count_as_active_runs_and_as_submissions(
+    member_client_with: Callable[..., TestClient], example_spec: dict[str, Any]
+) -> None:
+    client = member_client_with(project_max_active_runs=2, project_submissions_per_minute=5)
+    first, second = (client.post("/v1/experiments", json=example_spec).json() for _ in range(2))
+    client.post(f"/v1/experiments/{first['id']}/cancel")
+    third = client.post("/v1/experiments", json=example_spec).json()  # 2 active again
+
+    over = client.post(f"/v1/experiments/{first['id']}/resume")
+
+    assert over.status_code == 429, over.text
+    assert "2 runs queued or running" in over.json()["error"]["message"]
+    assert client.get(f"/v1/experiments/{first['id']}").json()["status"] == "cancelled"
+    # With a slot free it resumes, and that resume counts against the rate: 3 submissions and 1
+    # resume so far, then 1 more resume fills the 5 of the minute.
+    client.post(f"/v1/experiments/{second['id']}/cancel")
+    assert client.post(f"/v1/experiments/{first['id']}/resume").status_code == 200
+    client.post(f"/v1/experiments/{first['id']}/cancel")
+    assert client.post(f"/v1/experiments/{second['id']}/resume").status_code == 200
+    client.post(f"/v1/experiments/{third['id']}/cancel")
+    rated = client.post(f"/v1/experiments/{third['id']}/resume")
+    assert rated.status_code == 429, rated.text
+    assert "in the last 60 s" in rated.json()["error"]["message"]
+    assert client.get(f"/v1/experiments/{third['id']}").json()["status"] == "cancelled"
+    # A run that cannot be resumed is still the 409 it was, not a 429.
+    assert client.post(f"/v1/experiments/{second['id']}/resume").status_code == 409
+
+
+MATCH = {"env": {"id": "simple_tag_v3"}, "teams": {"adversary": "random", "agent": "random"}}
+
+
+def test_matches_are_capped_per_project_and_count_against_the_rate(
+    member_client_with: Callable[..., TestClient],
+    keys: dict[str, str],
+    example_spec: dict[str, Any],
+) -> None:
+    client = member_client_with(project_max_active_matches=2, project_submissions_per_minute=4)
+    first, _ = (client.post("/v1/matches", json=MATCH).json() for _ in range(2))
+
+    over = client.post("/v1/matches", json=MATCH)
+
+    assert over.status_code == 429, over.text
+    message = over.json()["error"]["message"]
+    assert "2 matches queued or playing" in message
+    assert "MARLFORGE_PROJECT_MAX_ACTIVE_MATCHES" in message
+    assert len(client.get("/v1/matches").json()["items"]) == 2
+    other = client.post("/v1/matches", json=MATCH, headers=bearer(keys["other"]))
+    assert other.status_code == 201
+    # A cancelled match frees its slot; the matches count as submissions: 3 of 4 after this one.
+    assert client.post(f"/v1/matches/{first['id']}/cancel").status_code == 200
+    assert client.post("/v1/matches", json=MATCH).status_code == 201
+    assert client.post("/v1/experiments", json=example_spec).status_code == 201
+    rated = client.post("/v1/experiments", json=example_spec)
+    assert rated.status_code == 429 and "in the last 60 s" in rated.json()["error"]["message"]
+
+
+def test_a_match_is_cancelled_once_and_an_ended_one_is_409(
+    client: TestClient, session: Session
+) -> None:
+    created = client.post("/v1/matches", json=MATCH).json()
+
+    cancelled = client.post(f"/v1/matches/{created['id']}/cancel")
+
+    assert cancelled.status_code == 200, cancelled.text
+    body = cancelled.json()
+    assert body["status"] == "cancelled"
+    assert body["status_reason"].startswith("cancelled by key 'member'")
+    again = client.post(f"/v1/matches/{created['id']}/cancel")
+    assert again.status_code == 409 and "already cancelled" in again.json()["error"]["message"]
+    assert client.post("/v1/matches/01JAAAAAAAAAAAAAAAAAAAAAAA/cancel").status_code == 404

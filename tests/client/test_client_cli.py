@@ -238,6 +238,9 @@ def test_a_match_is_started_watched_listed_and_refused_from_the_cli(
     assert body == live_server.api.http.get(f"/v1/matches/{match_id}").json()
     assert refused.returncode == 1
     assert "teams: simple_tag_v3 has the teams adversary, agent" in refused.stderr
+    # A played match cannot be cancelled: the API's 409, exit 1 with its reason.
+    late = marlforge("match", "cancel", match_id, env=_env(live_server))
+    assert late.returncode == 1 and "already succeeded" in late.stderr
 
 
 EVIL = "evil\x1b[2J\x1b]0;pwned\x07\nFAKE LINE"

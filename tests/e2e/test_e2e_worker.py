@@ -4,6 +4,7 @@ processes on PostgreSQL and Redis; a DDPG spec is trained, cancelled, resumed an
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -114,3 +115,31 @@ def test_bad_specs_are_refused_by_the_running_api(stack: Api) -> None:
     )
     assert response.status_code == 400
     assert response.json()["error"]["fields"][0]["field"] == "body"
+
+
+def test_a_playing_match_is_cancelled_and_its_worker_stops_it(stack: Api) -> None:
+    """A match of 1,000 episodes (minutes of play) is cancelled while it plays: it reads
+    ``cancelled`` at once, its worker stops the play within seconds, and the next match is
+    played by the same worker."""
+    long = {
+        "env": {"id": "simple_tag_v3"},
+        "teams": {"adversary": "random", "agent": "random"},
+        "episodes": 1000,
+    }
+    playing = stack.http.post("/v1/matches", json=long).json()
+    deadline = time.monotonic() + 120
+    while stack.http.get(f"/v1/matches/{playing['id']}").json()["status"] != "running":
+        assert time.monotonic() < deadline, "the match never started"
+        time.sleep(0.2)
+
+    cancelled = stack.http.post(f"/v1/matches/{playing['id']}/cancel")
+    asked = time.monotonic()
+
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+    short = {**long, "episodes": 2}
+    following = stack.http.post("/v1/matches", json=short).json()
+    while stack.http.get(f"/v1/matches/{following['id']}").json()["status"] != "succeeded":
+        assert time.monotonic() - asked < 60, "the worker kept playing the cancelled match"
+        time.sleep(0.2)
+    ended = stack.http.get(f"/v1/matches/{playing['id']}").json()
+    assert ended["status"] == "cancelled" and ended["result"] is None
