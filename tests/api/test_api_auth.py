@@ -113,6 +113,7 @@ def test_the_walk_covers_every_kind_of_route() -> None:
         "/v1/matches",
         "/v1/matches/{match_id}",
         "/v1/matches/{match_id}/replay.gif",
+        "/v1/matches/{match_id}/cancel",
         "/v1/sweeps",
         "/v1/sweeps/{sweep_id}",
         "/v1/sweeps/{sweep_id}/cancel",
@@ -158,12 +159,13 @@ def test_a_viewer_may_not_change_anything(
     keys: dict[str, str],
     experiment: dict[str, Any],
     sweep_id: str,
+    match_id: str,
     session: Session,
     method: str,
     path: str,
 ) -> None:
     key_id = session.scalars(select(ApiKey.id)).first() or ""
-    url = _url(path, experiment["id"], key_id, sweep_id=sweep_id)
+    url = _url(path, experiment["id"], key_id, match_id=match_id, sweep_id=sweep_id)
 
     response = _call(anonymous, method, url, keys["viewer"])
 

@@ -231,7 +231,10 @@ def test_a_sweep_counts_once_towards_the_submission_rate(
     assert client.post("/v1/experiments", json=example_spec).status_code == 201
     over = client.post("/v1/sweeps", json=_sweep(example_spec))
     assert over.status_code == 429
-    assert "2 experiments or sweeps in the last 60 s" in over.json()["error"]["message"]
+    assert (
+        "2 experiments, sweeps, matches or resumes in the last 60 s"
+        in (over.json()["error"]["message"])
+    )
 
 
 def test_cancel_and_resume_apply_to_the_sweeps_runs(

@@ -43,7 +43,11 @@ def test_workers_lists_the_running_worker(live_server: LiveServer, marlforge: Cl
     (worker,) = _registered(marlforge, live_server)
     assert worker["hostname"] == socket.gethostname()
     assert (worker["backend"], worker["resource_class"], worker["live"]) == ("torch", "cpu", True)
-    assert worker["gpus"] == [] and worker["queues"][0].endswith("torch")
+    # A queue per suite it serves: <prefix>torch.<suite>.
+    assert worker["gpus"] == [] and worker["suites"]
+    assert [q.rsplit(".", 2)[-2:] for q in worker["queues"]] == [
+        ["torch", suite] for suite in worker["suites"]
+    ]
 
     table = marlforge("workers", env=_env(live_server))
     assert table.returncode == 0, table.stderr

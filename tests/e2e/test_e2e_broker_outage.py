@@ -69,7 +69,9 @@ def test_a_run_that_ends_while_redis_is_down_leaves_no_deaf_worker(
         status, body = _readyz(api)
         assert status == 503 and body["checks"]["broker"] != "ok"
         done = api.wait_until(first, {"succeeded"}, timeout=180)  # finished while Redis was down
-        time.sleep(3)  # the worker tries to acknowledge the job, and cannot
+        # The worker tries to acknowledge the job, and cannot (its run's process may take seconds
+        # to exit after the run recorded its end, on a loaded machine).
+        up.wait_for_output("Couldn't ack", timeout=90)
         redis_server.start()
         deadline = time.monotonic() + 30
         while _readyz(api)[0] != 200:
