@@ -305,6 +305,8 @@ class Match(Base):
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
     started_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
     finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
+    dispatched_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
+    """When the reconciler last sent its message again (``core.reconcile``); NULL until then."""
 
 
 class IdempotencyKey(Base):

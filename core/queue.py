@@ -185,8 +185,8 @@ class Dispatcher(Protocol):
     def unreachable_reason(self) -> str | None:
         """None when the broker can take messages, else why not."""
 
-    def held_runs(self) -> set[str] | None:
-        """The experiment ids whose run messages the broker holds (``held_runs``); None when it
+    def held_messages(self) -> dict[str, set[str]] | None:
+        """The row ids the broker holds a message for, by task (``held_messages``); None when it
         cannot tell; raises when the broker cannot be reached."""
 
 
@@ -215,8 +215,8 @@ class CeleryDispatcher:
             retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5},
         )
 
-    def held_runs(self) -> set[str] | None:
-        return held_runs(self.settings)
+    def held_messages(self) -> dict[str, set[str]] | None:
+        return held_messages(self.settings)
 
     def unreachable_reason(self) -> str | None:
         if self.settings.uses_embedded_broker:
@@ -271,20 +271,27 @@ UNACKED_KEY = "unacked"
 
 
 def held_runs(settings: Settings) -> set[str] | None:
-    """The experiment ids the broker holds a run message for: waiting in any of the service's
-    queues (``declared_queues``), or taken by a worker and not yet acknowledged (kombu's
-    ``unacked`` hash on Redis). None for a broker this cannot read; raises when it cannot be
-    reached. The embedded broker's taken messages are no longer in its folder: a run just taken
-    is told apart by its age (``core.reconcile``)."""
+    """The experiment ids the broker holds a run message for (``held_messages``)."""
+    held = held_messages(settings)
+    return None if held is None else held[RUN_TASK]
+
+
+def held_messages(settings: Settings) -> dict[str, set[str]] | None:
+    """The row ids the broker holds a message for, by task (``RUN_TASK``: experiment ids,
+    ``MATCH_TASK``: match ids): waiting in any of the service's queues (``declared_queues``), or
+    taken by a worker and not yet acknowledged (kombu's ``unacked`` hash on Redis). None for a
+    broker this cannot read; raises when it cannot be reached. The embedded broker's taken
+    messages are no longer in its folder: a row just taken is told apart by its age
+    (``core.reconcile``)."""
+    payloads: list[bytes | str | dict[str, Any]] = []
     if settings.uses_embedded_broker:
         folder = settings.broker_dir / "queue"
-        payloads = []
         for path in folder.glob("*.msg") if folder.is_dir() else []:
             try:
                 payloads.append(path.read_bytes())
             except OSError:  # taken by a worker since the folder was listed
                 continue
-        return {i for i in map(_run_of, payloads) if i is not None}
+        return _by_task(payloads)
     url = redis_url_of(settings)
     if url is None:
         return None
@@ -299,29 +306,37 @@ def held_runs(settings: Settings) -> set[str] | None:
             *waiting, taken = pipe.execute()
     finally:
         client.close()
-    held = {i for raws in waiting for i in map(_run_of, raws) if i is not None}
+    payloads = [raw for raws in waiting for raw in raws]
     for raw in taken:  # [payload, exchange, routing key]
         try:
             entry = json.loads(raw)
         except ValueError:
             continue
-        if isinstance(entry, list) and entry and (run := _run_of(entry[0])) is not None:
-            held.add(run)
+        if isinstance(entry, list) and entry and isinstance(entry[0], dict):
+            payloads.append(entry[0])
+    return _by_task(payloads)
+
+
+def _by_task(payloads: Sequence[bytes | str | dict[str, Any]]) -> dict[str, set[str]]:
+    held: dict[str, set[str]] = {RUN_TASK: set(), MATCH_TASK: set()}
+    for payload in payloads:
+        found = _row_of(payload)
+        if found is not None and found[0] in held:
+            held[found[0]].add(found[1])
     return held
 
 
-def _run_of(payload: bytes | str | dict[str, Any]) -> str | None:
-    """The experiment id of a kombu message of ``RUN_TASK`` (its body, base64 JSON
-    ``[args, kwargs, embed]``), else None."""
+def _row_of(payload: bytes | str | dict[str, Any]) -> tuple[str, str] | None:
+    """The task and row id of a kombu message (its body is base64 JSON ``[args, kwargs,
+    embed]``, the row id its one argument), else None."""
     try:
         message = payload if isinstance(payload, dict) else json.loads(payload)
-        if message.get("headers", {}).get("task") != RUN_TASK:
-            return None
+        task = message.get("headers", {}).get("task")
         body = json.loads(base64.b64decode(message["body"]))
-        run = body[0][0]
+        row = body[0][0]
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
         return None
-    return run if isinstance(run, str) else None
+    return (task, row) if isinstance(task, str) and isinstance(row, str) else None
 
 
 def _writable(folder: Path) -> bool:

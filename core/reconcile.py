@@ -8,8 +8,9 @@ reaper looks only at runs a worker held. So each API process runs a ``Reconciler
 reaper. Every ``reconcile_interval_s`` it reads the runs the database says are queued and have
 been for longer than ``dispatch_grace_s`` (since they were queued, or last sent again), asks the
 broker which runs it holds a message for (waiting in a queue, or taken by a worker and not yet
-acknowledged: ``core.queue.held_runs``), and sends a message for each run that has none, on the
-queue its spec picks (``core.queue.queue_for``), logging it on the run.
+acknowledged: ``core.queue.held_messages``), and sends a message for each run that has none, on
+the queue its spec picks (``core.queue.queue_for``), logging it on the run. Queued matches are
+reconciled the same way (their ``status_reason`` says so, a match having no events).
 
 Several API processes may run it side by side: the send is preceded by a conditional write of the
 run's ``dispatched_at`` (``ExperimentRepository.mark_dispatched``), so one process wins each run
@@ -30,14 +31,17 @@ from sqlalchemy.orm import Session, sessionmaker
 from core.background import Periodic
 from core.db import utcnow
 from core.enums import EventKind
-from core.queue import Dispatcher, requested_device, requested_suite
+from core.models import Experiment, Match
+from core.queue import MATCH_TASK, RUN_TASK, Dispatcher, requested_device, requested_suite
 from core.repositories.events import EventRepository
 from core.repositories.experiments import ExperimentRepository
+from core.repositories.matches import MatchRepository
 
 log = logging.getLogger(__name__)
 
 BATCH = 500
-"""The most runs one pass looks at (the oldest first); the next pass takes the rest."""
+"""The most runs, and matches, one pass looks at (the oldest first); the next pass takes the
+rest."""
 
 RESENT = (
     "its queue message was not in the broker (lost: the broker restarted without its data, or "
@@ -47,10 +51,11 @@ RESENT = (
 
 @dataclass(frozen=True)
 class Pass:
-    """What one pass did: the runs it looked at, and those it sent again."""
+    """What one pass did: the runs and matches it looked at, and those it sent again."""
 
     looked_at: int
     resent: tuple[str, ...]
+    resent_matches: tuple[str, ...] = ()
 
 
 def reconcile(
@@ -65,33 +70,61 @@ def reconcile(
     cutoff = now - dt.timedelta(seconds=grace_s)
     with session_factory() as session:
         waiting = ExperimentRepository(session).queued_before(cutoff, BATCH)
-    if not waiting:
+        waiting_matches = MatchRepository(session).queued_before(cutoff, BATCH)
+    if not waiting and not waiting_matches:
         return Pass(0, ())
-    held = dispatcher.held_runs()
+    held = dispatcher.held_messages()
     if held is None:
         return None
-    resent = []
-    for experiment in waiting:
-        if experiment.id in held:
-            continue
-        with session_factory() as session:
-            if not ExperimentRepository(session).mark_dispatched(experiment, now):
-                continue  # started, cancelled, or sent by another API process since it was read
-            EventRepository(session).add(
-                experiment.id,
-                EventKind.LOG,
-                {"level": "warning", "message": RESENT, "step": experiment.step},
-            )
-            session.commit()
-        dispatcher.enqueue(
+    resent = [
+        e.id
+        for e in waiting
+        if e.id not in held[RUN_TASK] and _resend(session_factory, dispatcher, e, now)
+    ]
+    resent_matches = [
+        m.id
+        for m in waiting_matches
+        if m.id not in held[MATCH_TASK] and _resend_match(session_factory, dispatcher, m, now)
+    ]
+    return Pass(len(waiting) + len(waiting_matches), tuple(resent), tuple(resent_matches))
+
+
+def _resend(
+    session_factory: sessionmaker[Session],
+    dispatcher: Dispatcher,
+    experiment: Experiment,
+    now: dt.datetime,
+) -> bool:
+    with session_factory() as session:
+        if not ExperimentRepository(session).mark_dispatched(experiment, now):
+            return False  # started, cancelled, or sent by another API process since it was read
+        EventRepository(session).add(
             experiment.id,
-            experiment.backend,
-            requested_device(experiment.spec),
-            requested_suite(experiment.spec),
+            EventKind.LOG,
+            {"level": "warning", "message": RESENT, "step": experiment.step},
         )
-        log.warning("experiment %s: %s", experiment.id, RESENT)
-        resent.append(experiment.id)
-    return Pass(len(waiting), tuple(resent))
+        session.commit()
+    dispatcher.enqueue(
+        experiment.id,
+        experiment.backend,
+        requested_device(experiment.spec),
+        requested_suite(experiment.spec),
+    )
+    log.warning("experiment %s: %s", experiment.id, RESENT)
+    return True
+
+
+def _resend_match(
+    session_factory: sessionmaker[Session], dispatcher: Dispatcher, match: Match, now: dt.datetime
+) -> bool:
+    # A match has no events: its status_reason says it (until a worker starts it).
+    with session_factory() as session:
+        if not MatchRepository(session).mark_dispatched(match, now, RESENT):
+            return False
+        session.commit()
+    dispatcher.enqueue_match(match.id, match.backend, str(match.env.get("suite") or "mpe"))
+    log.warning("match %s: %s", match.id, RESENT)
+    return True
 
 
 class Reconciler(Periodic):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.orm import Session
 
 from core.db import utcnow
@@ -63,6 +63,42 @@ class MatchRepository:
             Match.project_id == project_id, Match.created_at > since
         )
         return list(self.session.scalars(query))
+
+    def queued_before(self, cutoff: dt.datetime, limit: int) -> list[Match]:
+        """Queued matches that were queued, and last sent again (``dispatched_at``), before
+        ``cutoff``; oldest first."""
+        query = (
+            select(Match)
+            .where(
+                Match.status == MatchStatus.QUEUED,
+                Match.updated_at < cutoff,
+                or_(Match.dispatched_at.is_(None), Match.dispatched_at < cutoff),
+            )
+            .order_by(Match.updated_at, Match.id)
+            .limit(limit)
+        )
+        return list(self.session.scalars(query))
+
+    def mark_dispatched(self, match: Match, now: dt.datetime, reason: str) -> bool:
+        """Set ``dispatched_at`` (and the reason a person reads) only if the match is still
+        queued as it was read: of several processes, one wins."""
+        seen = (
+            Match.dispatched_at.is_(None)
+            if match.dispatched_at is None
+            else Match.dispatched_at == match.dispatched_at
+        )
+        statement = (
+            update(Match)
+            .where(
+                Match.id == match.id,
+                Match.status == MatchStatus.QUEUED,
+                Match.updated_at == match.updated_at,
+                seen,
+            )
+            .values(dispatched_at=now, status_reason=reason)
+            .execution_options(synchronize_session=False)
+        )
+        return bool(self.session.execute(statement).rowcount)  # type: ignore[attr-defined]
 
     def status_of(self, match_id: str) -> MatchStatus | None:
         """The match's status as committed now (None when there is no such match)."""

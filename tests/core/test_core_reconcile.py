@@ -24,6 +24,7 @@ from core.models import ExperimentEvent
 from core.queue import CeleryDispatcher, held_runs
 from core.reconcile import RESENT, reconcile
 from core.repositories.experiments import ExperimentRepository
+from core.repositories.matches import MatchRepository
 from core.settings import Settings
 from learners.admission.parse import parse_spec
 from tests.auth_support import default_project_id
@@ -185,3 +186,30 @@ def test_redis_holds_waiting_and_taken_messages(settings: Settings, redis_url: s
         for key in client.scan_iter(match=f"*{prefix}*"):
             client.delete(key)
         client.close()
+
+
+def test_a_match_whose_message_is_gone_is_sent_again_once_saying_so(
+    rollback_sessions: sessionmaker[Session],
+    dispatcher: CeleryDispatcher,
+    settings: Settings,
+) -> None:
+    from core import matches
+
+    with rollback_sessions() as session:
+        spec = matches.parse_match(
+            {"env": {"id": "simple_tag_v3"}, "teams": {"adversary": "random", "agent": "random"}}
+        )
+        match = matches.submit(session, dispatcher, spec, default_project_id(session), None)
+    for path in (settings.broker_dir / "queue").glob("*.msg"):
+        path.unlink()
+
+    done = reconcile(rollback_sessions, dispatcher, GRACE, now=_later(GRACE + 1))
+
+    assert done is not None and done.resent_matches == (match.id,) and done.resent == ()
+    sent = [m for m in broker_messages(settings) if m["args"] == [match.id]]
+    assert [(m["task"], m["queue"]) for m in sent] == [("marlforge.play_match", "recon.torch.mpe")]
+    with rollback_sessions() as session:
+        reread = MatchRepository(session).get(match.id)
+        assert reread is not None and reread.status_reason == RESENT
+    again = reconcile(rollback_sessions, dispatcher, GRACE, now=_later(2 * GRACE + 2))
+    assert again is not None and again.resent_matches == ()
