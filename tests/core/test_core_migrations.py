@@ -92,6 +92,7 @@ def _check_names_repaired(url: str) -> None:
     printable, in their spec too, and the stored specs still validate."""
     import datetime as dt
 
+    from sqlalchemy import insert
     from sqlalchemy.orm import Session
 
     from core.enums import ExperimentStatus, MatchStatus, Role
@@ -106,35 +107,34 @@ def _check_names_repaired(url: str) -> None:
     now = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
     spec = {**parse(json.loads(example.read_text())).model_dump(mode="json"), "name": EVIL}
     try:
+        # Core inserts naming only the columns these rows had at revision 0013 (an ORM insert
+        # would name every column of the newest models).
+        rows = [
+            (Project, {"id": "P" * 26, "name": "evil", "created_at": now}),
+            (ApiKey, {
+                "id": "K" * 26, "project_id": "P" * 26, "name": EVIL, "role": Role.MEMBER,
+                "prefix": "mf_x", "token_hash": "0" * 64, "created_at": now,
+            }),
+            (Sweep, {
+                "id": "S" * 26, "project_id": "P" * 26, "name": EVIL,
+                "spec": {"name": EVIL, "base": spec}, "configurations": [], "seeds": [1],
+                "max_concurrent": 1, "created_at": now, "updated_at": now,
+            }),
+            (Match, {
+                "id": "M" * 26, "project_id": "P" * 26, "name": EVIL, "env": {}, "teams": {},
+                "episodes": 1, "seed": 1, "backend": "torch", "status": MatchStatus.SUCCEEDED,
+                "created_at": now, "updated_at": now,
+            }),
+            (Experiment, {
+                "id": "E" * 26, "project_id": "P" * 26, "name": EVIL, "algorithm": "ddpg",
+                "backend": "torch", "spec": spec, "status": ExperimentStatus.SUCCEEDED,
+                "step": 0, "total_steps": 400, "latest_metrics": {}, "attempts": 0,
+                "restarts": 0, "created_at": now, "updated_at": now,
+            }),
+        ]  # fmt: skip
         with Session(engine) as session:
-            session.add(Project(id="P" * 26, name="evil", created_at=now))
-            session.flush()
-            session.add_all(
-                [
-                    ApiKey(
-                        id="K" * 26, project_id="P" * 26, name=EVIL, role=Role.MEMBER,
-                        prefix="mf_x", token_hash="0" * 64, created_at=now,
-                    ),
-                    Sweep(
-                        id="S" * 26, project_id="P" * 26, name=EVIL,
-                        spec={"name": EVIL, "base": spec}, configurations=[], seeds=[1],
-                        max_concurrent=1, created_at=now, updated_at=now,
-                    ),
-                    Match(
-                        id="M" * 26, project_id="P" * 26, name=EVIL, env={}, teams={},
-                        episodes=1, seed=1, backend="torch", status=MatchStatus.SUCCEEDED,
-                        created_at=now, updated_at=now,
-                    ),
-                ]
-            )  # fmt: skip
-            session.flush()
-            session.add(
-                Experiment(
-                    id="E" * 26, project_id="P" * 26, name=EVIL, algorithm="ddpg",
-                    backend="torch", spec=spec, status=ExperimentStatus.SUCCEEDED,
-                    total_steps=400, created_at=now, updated_at=now,
-                )
-            )  # fmt: skip
+            for model, values in rows:
+                session.execute(insert(model.__table__).values(**values))
             session.commit()
         migrate.upgrade(url)
         with Session(engine) as session:
