@@ -9,7 +9,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from e2e_support import Api, ServiceProcess, Stack, create_key, free_port, service_env
+from e2e_support import (
+    Api,
+    RedisServer,
+    ServiceProcess,
+    Stack,
+    create_key,
+    free_port,
+    service_env,
+)
 
 
 @contextmanager
@@ -73,3 +81,15 @@ def _forget_queues(redis_url: str, queue_prefix: str) -> None:
     connection = redis.Redis.from_url(redis_url)
     for key in connection.scan_iter(match=f"*{queue_prefix}*"):
         connection.delete(key)
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server of the test's own (the shared one is never touched), killed afterwards."""
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        if server.process is not None and server.process.poll() is None:
+            server.kill()

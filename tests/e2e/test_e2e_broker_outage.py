@@ -10,7 +10,7 @@ beside a waiting message, stops, and ``marlforge up`` starts a fresh worker that
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +19,6 @@ import pytest
 from e2e_support import Api, RedisServer, ServiceProcess, free_port, service_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
-
-
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path)
-    server.start()
-    try:
-        yield server
-    finally:
-        if server.process is not None and server.process.poll() is None:
-            server.kill()
 
 
 def _readyz(api: Api) -> tuple[int, dict[str, Any]]:

@@ -12,7 +12,7 @@ them and all three succeed, each started once."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +31,6 @@ from core import migrate
 from core.reconcile import RESENT
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.integration]
-
-
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path)
-    server.start()
-    try:
-        yield server
-    finally:
-        if server.process is not None and server.process.poll() is None:
-            server.kill()
 
 
 def _queue_length(redis_server: RedisServer, queue: str) -> int:
