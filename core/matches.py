@@ -100,10 +100,13 @@ def submit(
     spec: MatchSpec,
     project_id: str,
     key_id: str | None,
+    max_agent_steps: int | None = None,
 ) -> Match:
     """Check the match completely, store it queued and queue it; ``SpecError`` names every field
-    at fault and stores nothing."""
+    at fault and stores nothing. ``max_agent_steps`` bounds what it may cost (``cost_error``)."""
     teams = _resolve_teams(session, spec, project_id)
+    if max_agent_steps is not None and (error := cost_error(spec, max_agent_steps)) is not None:
+        raise SpecError([error])
     backend = next(
         (Backend(t["backend"]) for t in teams.values() if isinstance(t, dict)), Backend.TORCH
     )
@@ -126,6 +129,26 @@ def submit(
     session.commit()
     dispatcher.enqueue_match(match.id, backend, spec.env.suite)
     return match
+
+
+def cost_error(spec: MatchSpec, max_agent_steps: int) -> FieldError | None:
+    """The refusal of a match that would play more than ``max_agent_steps`` agent steps
+    (episodes x agents x ``max_cycles``), naming ``episodes``, the likeliest to lower; None when
+    it fits. Only for a match whose scenario and kwargs passed their checks."""
+    from learners.api import mpe_agent_steps
+
+    cost = mpe_agent_steps(env_spec(spec.env.model_dump(mode="json")), spec.episodes)
+    if cost <= max_agent_steps:
+        return None
+    per_episode = cost // spec.episodes
+    most = max(1, max_agent_steps // per_episode)
+    return FieldError(
+        "episodes",
+        f"the match would play {cost:,} agent steps ({spec.episodes:,} episodes of "
+        f"{per_episode:,}), more than this deployment's limit of {max_agent_steps:,} "
+        f"(MARLFORGE_MATCH_MAX_AGENT_STEPS); play at most {most:,} episodes, or fewer agents or "
+        "shorter episodes",
+    )
 
 
 def cancel(session: Session, match_id: str, by: str) -> Match:

@@ -14,7 +14,13 @@ when a run asks for that backend.
 
 from __future__ import annotations
 
-from learners.admission.budget import Assessment, assess, env_kwarg_errors, kwarg_ranges
+from learners.admission.budget import (
+    Assessment,
+    assess,
+    env_kwarg_errors,
+    kwarg_ranges,
+    mpe_agent_steps,
+)
 from learners.admission.envs import kwarg_errors, trains_on
 from learners.admission.match_fit import fit_errors
 from learners.admission.memory import MemoryEstimate
@@ -87,6 +93,7 @@ __all__ = [
     "entries",
     "env_ids",
     "env_kwarg_errors",
+    "mpe_agent_steps",
     "errors_from_validation",
     "fit_errors",
     "gpu_names",

@@ -48,7 +48,9 @@ MatchDep = Annotated[Match, Depends(_match)]
     "agents, observation or action sizes do not fit the team's seats are each a 422 naming the "
     "field. The match is then queued on a worker; `GET /v1/matches/{id}` has its result. A "
     "project may have `MARLFORGE_PROJECT_MAX_ACTIVE_MATCHES` (4) matches queued or playing, and "
-    "matches count against its submissions per minute: beyond either is a 429.",
+    "matches count against its submissions per minute: beyond either is a 429. A match may play "
+    "`MARLFORGE_MATCH_MAX_AGENT_STEPS` (5,000,000) agent steps (episodes x agents x the "
+    "scenario's `max_cycles`); more is a 422 naming `episodes`.",
     responses=error_responses(400, 413, 415, 422, 429, 503),
     openapi_extra=json_request_body(SPEC_SCHEMA_NAME),
 )
@@ -63,7 +65,12 @@ def create_match(
         spec = service.parse_match(body)
         check_match_limits(session, principal.project_id, services.settings)
         match = service.submit(
-            session, services.dispatcher, spec, principal.project_id, principal.key_id
+            session,
+            services.dispatcher,
+            spec,
+            principal.project_id,
+            principal.key_id,
+            max_agent_steps=services.settings.match_max_agent_steps,
         )
     response.headers["location"] = f"/v1/matches/{match.id}"
     return MatchOut.of(match)

@@ -180,6 +180,15 @@ def _agent_count_errors(env: EnvSpec, scenario: MPEScenario) -> list[FieldError]
     return [FieldError(f"env.kwargs.{kwarg}", reason)]
 
 
+def mpe_agent_steps(env: EnvSpec, episodes: int) -> int:
+    """The agent steps ``episodes`` whole episodes of an mpe scenario take: episodes times its
+    agents times its ``max_cycles`` (the compute a match costs). Only for an env whose kwargs
+    ``env_kwarg_errors`` passed."""
+    scenario = MPE_SCENARIOS[env.id]
+    agents = scenario.agents({rule.kwarg: int(_given(env, rule.kwarg)) for rule in scenario.counts})
+    return episodes * agents * int(_given(env, "max_cycles"))
+
+
 def env_kwarg_errors(env: EnvSpec) -> list[FieldError]:
     """The env's count and size arguments past their bounds (checked before anything is built)."""
     params = constructor_parameters(env.suite, env.id)

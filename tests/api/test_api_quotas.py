@@ -136,3 +136,29 @@ def test_a_match_is_cancelled_once_and_an_ended_one_is_409(
     again = client.post(f"/v1/matches/{created['id']}/cancel")
     assert again.status_code == 409 and "already cancelled" in again.json()["error"]["message"]
     assert client.post("/v1/matches/01JAAAAAAAAAAAAAAAAAAAAAAA/cancel").status_code == 404
+
+
+def test_a_match_over_the_agent_step_limit_is_a_422_naming_episodes_and_stores_nothing(
+    member_client_with: Callable[..., TestClient], client: TestClient
+) -> None:
+    # simple_tag_v3 as it comes: 4 agents for 25 cycles, 100 agent steps an episode.
+    limited = member_client_with(match_max_agent_steps=10_000)
+    before = len(limited.get("/v1/matches").json()["items"])
+
+    over = limited.post("/v1/matches", json={**MATCH, "episodes": 101})
+    longer = limited.post(
+        "/v1/matches", json={**MATCH, "env": {"id": "simple_tag_v3", "kwargs": {"max_cycles": 50}}}
+    )
+
+    assert over.status_code == 422, over.text
+    (field,) = over.json()["error"]["fields"]
+    assert field["field"] == "episodes"
+    assert "10,100 agent steps (101 episodes of 100)" in field["reason"]
+    assert "MARLFORGE_MATCH_MAX_AGENT_STEPS" in field["reason"]
+    assert "at most 100 episodes" in field["reason"]
+    # The episodes' length counts too: 100 episodes of 50 cycles are 20,000.
+    assert longer.status_code == 422 and "at most 50 episodes" in longer.text
+    assert len(limited.get("/v1/matches").json()["items"]) == before
+    assert limited.post("/v1/matches", json={**MATCH, "episodes": 100}).status_code == 201
+    # The default limit takes 1,000 episodes of the scenario as it comes.
+    assert client.post("/v1/matches", json={**MATCH, "episodes": 1000}).status_code == 201
