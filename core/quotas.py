@@ -23,7 +23,14 @@ from core.repositories import ExperimentRepository, ProjectRepository
 from core.repositories.matches import MatchRepository
 from core.repositories.sweeps import SweepRepository
 from core.settings import Settings
-from learners.api import Assessment, ExperimentSpec, MemoryEstimate, SpecError, assess
+from learners.api import (
+    Assessment,
+    ExperimentSpec,
+    FieldError,
+    MemoryEstimate,
+    SpecError,
+    assess,
+)
 
 
 def _variable(field: str) -> str:
@@ -47,11 +54,60 @@ def _assess(spec: ExperimentSpec, settings: Settings) -> Assessment:
 
 
 def check_spec_bounds(spec: ExperimentSpec, settings: Settings) -> None:
-    """Raise ``SpecError`` naming every field of ``spec`` past a limit: a structural bound, or the
-    memory estimate over ``settings.run_memory_mb``."""
-    errors = _assess(spec, settings).errors
+    """Raise ``SpecError`` naming every field of ``spec`` past a limit: a structural bound, the
+    memory estimate over ``settings.run_memory_mb``, or the checkpoints it would write or keep
+    (``checkpoint_errors``)."""
+    assessment = _assess(spec, settings)
+    errors = list(assessment.errors)
+    if assessment.estimate is not None:
+        errors += checkpoint_errors(spec, assessment.estimate, settings)
     if errors:
         raise SpecError(errors)
+
+
+SAVED_BUFFERS = ("replay buffer", "episode buffer")
+"""The estimate's buffers a checkpoint holds (an off-policy run resumes with its replay; an
+on-policy run's rollout is collected afresh)."""
+
+
+def checkpoint_mib(estimate: MemoryEstimate) -> float:
+    """The estimated size of one checkpoint: the networks (with their optimizers' state, which
+    the estimate counts with them) and the saved buffer."""
+    return sum(p.mib for p in estimate.parts if p.name == "networks" or p.name in SAVED_BUFFERS)
+
+
+def checkpoint_errors(
+    spec: ExperimentSpec, estimate: MemoryEstimate, settings: Settings
+) -> list[FieldError]:
+    """The checkpoint fields of ``spec`` past this deployment's storage limits: more writes than
+    ``settings.run_max_checkpoints``, or more estimated MiB kept at once than
+    ``settings.run_max_checkpoint_mb``."""
+    errors: list[FieldError] = []
+    every, most = spec.checkpoint.every_steps, settings.run_max_checkpoints
+    writes = math.ceil(spec.total_steps / every)
+    if writes > most:
+        errors.append(
+            FieldError(
+                "checkpoint.every_steps",
+                f"the run would write {writes:,} checkpoints (total_steps {spec.total_steps:,} / "
+                f"every_steps {every:,}), more than this deployment's limit of {most:,} "
+                f"({_variable('run_max_checkpoints')}); save every "
+                f"{math.ceil(spec.total_steps / most):,} steps or more",
+            )
+        )
+    kept = spec.checkpoint.keep_last + int(spec.checkpoint.keep_best)
+    size, limit = checkpoint_mib(estimate), settings.run_max_checkpoint_mb
+    if kept * size > limit:
+        fit = max(1, int(limit // size) - int(spec.checkpoint.keep_best)) if size else kept
+        errors.append(
+            FieldError(
+                "checkpoint.keep_last",
+                f"the run would keep {kept:,} checkpoints of about {size:,.0f} MiB, "
+                f"{kept * size:,.0f} MiB, more than this deployment's limit of {limit:,} MiB "
+                f"({_variable('run_max_checkpoint_mb')}); keep at most {fit:,}",
+            )
+        )
+    return errors
 
 
 def run_memory_estimate(spec: ExperimentSpec, settings: Settings) -> MemoryEstimate | None:

@@ -125,6 +125,13 @@ class Settings(BaseSettings):
     run_memory_mb: int = Field(default=4096, ge=64)
     """The memory one run may use, in MiB: a spec whose estimate exceeds it is refused at
     submission, and a run whose process grows past it is stopped by its worker and failed."""
+    run_max_checkpoints: int = Field(default=10_000, ge=1)
+    """The most checkpoints one run may write (``total_steps / checkpoint.every_steps``); a spec
+    past it is refused at submission (a 422 naming ``checkpoint.every_steps``)."""
+    run_max_checkpoint_mb: int = Field(default=32_768, ge=1)
+    """The estimated MiB of the checkpoints one run may keep at once (``checkpoint.keep_last``,
+    plus the best, times the networks and the replay buffer a checkpoint holds); a spec past it
+    is refused at submission (a 422 naming ``checkpoint.keep_last``)."""
     cancel_grace_s: float = Field(default=60.0, gt=0)
     """How long a running job has to honour a cancel before its worker kills it."""
     worker_threads: int = Field(default=1, ge=1, le=1024)

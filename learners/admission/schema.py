@@ -38,7 +38,8 @@ BEYOND_THE_SCHEMA = (
     "algorithm's hyperparameters (e.g. PPO's `minibatches` at most `rollout_length`), `device` "
     "`cuda` with a backend that cannot use a GPU (`mindspore`, installed as its CPU build), and "
     "the per-run limits (agents, episode length, and the estimated memory of the run against the "
-    "server's per-run budget)."
+    "server's per-run budget), and the server's limits on the checkpoints a run writes "
+    "(`total_steps / checkpoint.every_steps`) and keeps (`checkpoint.keep_last`)."
 )
 
 

@@ -162,3 +162,30 @@ def test_a_match_over_the_agent_step_limit_is_a_422_naming_episodes_and_stores_n
     assert limited.post("/v1/matches", json={**MATCH, "episodes": 100}).status_code == 201
     # The default limit takes 1,000 episodes of the scenario as it comes.
     assert client.post("/v1/matches", json={**MATCH, "episodes": 1000}).status_code == 201
+
+
+def test_a_spec_writing_or_keeping_too_many_checkpoints_is_a_422_naming_the_field(
+    member_client_with: Callable[..., TestClient], example_spec: dict[str, Any], session: Session
+) -> None:
+    # The example's DDPG checkpoint holds its networks and its replay buffer.
+    limited = member_client_with(run_max_checkpoints=100, run_max_checkpoint_mb=200)
+    before = _count(session)
+    hoarding = {**example_spec, "checkpoint": {"every_steps": 1, "keep_last": 1000}}
+
+    refused = limited.post("/v1/experiments", json=hoarding)
+
+    assert refused.status_code == 422, refused.text
+    fields = {f["field"]: f["reason"] for f in refused.json()["error"]["fields"]}
+    assert set(fields) == {"checkpoint.every_steps", "checkpoint.keep_last"}
+    writes = fields["checkpoint.every_steps"]
+    assert "6,000 checkpoints (total_steps 6,000 / every_steps 1)" in writes
+    assert "MARLFORGE_RUN_MAX_CHECKPOINTS" in writes and "save every 60 steps or more" in writes
+    kept = fields["checkpoint.keep_last"]
+    assert "would keep 1,001 checkpoints" in kept and "MARLFORGE_RUN_MAX_CHECKPOINT_MB" in kept
+    assert _count(session) == before
+    # What the reason suggests is accepted: every 60 steps, keeping as many as fit.
+    fit = int(kept.rsplit("keep at most ", 1)[1].replace(",", ""))
+    suggested = {**example_spec, "checkpoint": {"every_steps": 60, "keep_last": fit}}
+    accepted = limited.post("/v1/experiments", json=suggested)
+    assert accepted.status_code == 201, accepted.text
+    assert limited.post("/v1/experiments", json=example_spec).status_code == 201

@@ -2,8 +2,8 @@
 schemathesis' generator, the one the fuzzer uses) are accepted, or refused only by the rules the
 schema's description lists as beyond any JSON Schema: rules between two fields (among them `cuda`
 with a backend that cannot use a GPU) and the per-run limits that depend on several fields (the
-memory estimate, agents over two arguments, copies times agents) or on the environment's own
-constructor."""
+memory estimate, agents over two arguments, copies times agents, the checkpoints written and
+kept) or on the environment's own constructor."""
 
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ BEYOND_THE_SCHEMA = [
     ("hyperparameters.chunk_length", "cannot exceed rollout_length"),
     ("hyperparameters.episode_buffer_size", "must hold at least episode_batch_size"),
     ("device", "backend cannot use a GPU"),  # cuda on a backend without one (mindspore)
+    ("checkpoint.every_steps", "MARLFORGE_RUN_MAX_CHECKPOINTS"),  # total_steps / every_steps
+    ("checkpoint.keep_last", "MARLFORGE_RUN_MAX_CHECKPOINT_MB"),  # kept times a checkpoint's size
 ]
 
 
