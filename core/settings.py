@@ -67,7 +67,7 @@ class Settings(BaseSettings):
     match_max_agent_steps: int = Field(default=5_000_000, ge=1)
     """The most agent steps one match may play (episodes x agents x the scenario's
     ``max_cycles``); more is a 422 naming ``episodes``. The default allows 1,000 episodes of the
-    scenarios as they come and bounds a match of 32 agents and long episodes to minutes."""
+    scenarios as they come (100,000 agent steps for ``simple_tag_v3``)."""
     api_host: str = "127.0.0.1"
     """Interface the API listens on."""
     api_port: int = Field(default=8000, ge=1, le=65535)
