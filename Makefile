@@ -33,7 +33,7 @@ test-fast: install
 	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadgroup -m "not slow"
 
 lint: install
-	$(BIN)/ruff check marlforge api core workers learners client tests benchmarks
+	$(BIN)/ruff check marlforge api core workers learners client tests benchmarks scripts
 
 typecheck: install
 	$(BIN)/mypy marlforge api core workers learners client

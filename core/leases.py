@@ -30,6 +30,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import secrets
 import socket
 from dataclasses import dataclass
 from enum import StrEnum
@@ -59,9 +60,16 @@ REAP_BATCH = 100
 """Runs one reaper pass moves on at most (the next pass takes the rest)."""
 
 
+_STARTED_AS = secrets.token_hex(3)
+"""Drawn once per process start: containers on the host's network share its hostname, and a
+container restarted by its engine runs its worker under the same small pid, so ``<host>-<pid>``
+alone would name a new worker as the one it takes over from."""
+
+
 def default_worker_id() -> str:
-    """``<host>-<pid>``: unique among live workers, and says where to look."""
-    return f"{socket.gethostname()}-{os.getpid()}"
+    """``<host>-<pid>-<6 hex digits drawn at start>``: unique among live workers and never a lost
+    one's, and says where to look."""
+    return f"{socket.gethostname()}-{os.getpid()}-{_STARTED_AS}"
 
 
 def hold(worker_id: str, ttl_s: float, now: dt.datetime | None = None) -> dict[str, Any]:

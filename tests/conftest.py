@@ -40,6 +40,13 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 ON_CI = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The compose smoke run (tests/e2e/test_e2e_compose_smoke.py, about 10 minutes of image
+    builds and a deployment) goes first, so a pytest-xdist worker starts it at once and the rest of
+    the suite runs beside it instead of after it. Every worker collects the same order."""
+    items.sort(key=lambda item: item.get_closest_marker("compose") is None)
+
+
 def service_missing(what: str, reason: str) -> NoReturn:
     """Skip the test locally; fail it on CI."""
     message = f"{what} is not reachable: {reason}"

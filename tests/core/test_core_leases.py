@@ -5,6 +5,10 @@ later ``now``; the database does everything else."""
 from __future__ import annotations
 
 import datetime as dt
+import os
+import socket
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -315,3 +319,22 @@ def test_a_cuda_run_whose_lease_lapsed_goes_back_to_its_gpu_queue(
     queues = [m["queue"] for m in broker_messages(settings) if m["args"] == [experiment_id]]
     # Its submission's message, and the takeover's: both on the GPU queue, never the plain one.
     assert queues == ["lease.torch-gpu.gymnasium"] * 2
+
+
+def test_a_worker_started_again_is_never_named_as_the_one_it_replaces() -> None:
+    # Containers on the host's network share its hostname, and a container restarted by its
+    # engine runs its worker under the same small pid: the name carries a part drawn at start.
+    ours = leases.default_worker_id()
+    code = "from core.leases import default_worker_id; print(default_worker_id())"
+    started = [
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        for _ in range(2)
+    ]
+
+    assert ours == leases.default_worker_id()  # one name for the whole life of a process
+    assert ours.startswith(f"{socket.gethostname()}-{os.getpid()}-")
+    tokens = [name.rsplit("-", 1)[1] for name in [ours, *started]]
+    assert all(len(t) == 6 and int(t, 16) >= 0 for t in tokens)
+    assert len(set(tokens)) == 3

@@ -11,7 +11,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ["marlforge", "api", "core", "workers", "learners", "client", "tests", "benchmarks"]
+PACKAGES = [
+    "marlforge",
+    "api",
+    "core",
+    "workers",
+    "learners",
+    "client",
+    "tests",
+    "benchmarks",
+    "scripts",
+]
 
 
 def _ruff(*args: str) -> subprocess.CompletedProcess[str]:
