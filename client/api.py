@@ -337,6 +337,46 @@ class Client:
             partial.unlink(missing_ok=True)
         return entry
 
+    def export(
+        self,
+        experiment_id: str,
+        path: str | os.PathLike[str],
+        checkpoint_id: str | None = None,
+        format: str = "safetensors",  # noqa: A002 (the route's query parameter)
+    ) -> Json:
+        """Stream the policy-only export of a checkpoint (``checkpoint_id``: its id, ``best``, or
+        None or ``latest`` for the newest) to ``path``, checked against the export's sha256 (its
+        ``ETag``); returns the checkpoint's listing entry with ``export_sha256`` and
+        ``export_bytes``. The file appears only once whole and verified."""
+        listing = self.checkpoints(experiment_id)
+        if checkpoint_id == "best":
+            best = [c for c in listing if c.get("best")]
+            if not best:
+                raise ApiError(
+                    404, "not_found", f"{experiment_id} has no checkpoint with an evaluation return"
+                )
+            entry = best[0]
+        else:
+            entry = _pick(listing, experiment_id, checkpoint_id)
+        url = f"/v1/experiments/{experiment_id}/checkpoints/{entry['id']}/export"
+        target = Path(path)
+        partial = target.with_name(f".{target.name}.part")
+        try:
+            try:
+                with self._http.stream("GET", url, params={"format": format}) as response:
+                    digest = _save(response, partial)
+                    announced = response.headers.get("etag", "").strip('"')
+            except httpx.TransportError as exc:
+                raise ApiError(0, "unreachable", f"the export broke off: {exc}") from exc
+            if digest != announced:
+                raise ApiError(
+                    0, "checksum_mismatch", f"the export's sha256 {digest} is not {announced}"
+                )
+            partial.replace(target)
+        finally:
+            partial.unlink(missing_ok=True)
+        return {**entry, "export_sha256": digest, "export_bytes": target.stat().st_size}
+
     def _fetch(self, url: str, partial: Path) -> str:
         try:
             with self._http.stream("GET", url) as response:

@@ -1,6 +1,6 @@
 """The ``marlforge`` verbs of a researcher's machine, over the REST API (``client.api``):
 ``login``, ``submit``, ``ls``, ``show``, ``watch``, ``logs``, ``cancel``, ``resume``, ``download``,
-``workers``, ``match ...`` (``client.matches``) and ``sweep ...`` (``client.sweeps``).
+``export``, ``workers``, ``match ...`` (``client.matches``) and ``sweep ...`` (``client.sweeps``).
 
 ``marlforge.cli`` adds these parsers (``add_parsers``) and hands their arguments to ``run``. Exit
 codes (docs/client.md): 0 ok; 1 the run failed or was cancelled, or the API refused the request; 2 a
@@ -29,8 +29,8 @@ STATUSES = ("pending", "queued", "running", "cancelling", "succeeded", "failed",
 Verb = Callable[[Client, argparse.Namespace], int]
 
 VERBS = (
-    "login", "submit", "ls", "show", "watch", "logs", "cancel", "resume", "download", "workers",
-    "envs", "match", "sweep",
+    "login", "submit", "ls", "show", "watch", "logs", "cancel", "resume", "download", "export",
+    "workers", "envs", "match", "sweep",
 )  # fmt: skip
 
 
@@ -74,6 +74,18 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     download.add_argument("--checkpoint", default="latest", help="its id (default: latest)")
     download.add_argument("-o", "--output", default=None, help="the file to write")
     _json_flag(download)
+    export = sub.add_parser(
+        "export", help="download a checkpoint's policy alone (docs/using-results.md)"
+    )
+    export.add_argument("experiment_id", metavar="ID")
+    export.add_argument(
+        "--checkpoint", default="latest", help="best, latest (the default) or a checkpoint's id"
+    )
+    export.add_argument(
+        "--format", default="safetensors", choices=("safetensors",), help="the file's format"
+    )
+    export.add_argument("-o", "--output", default=None, help="the file to write")
+    _json_flag(export)
     workers = sub.add_parser("workers", help="list the deployment's workers (shared by projects)")
     workers.add_argument("--backend", default=None)
     workers.add_argument("--resource-class", choices=("cpu", "gpu"), default=None)
@@ -342,6 +354,32 @@ def envs(client: Client, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def export(client: Client, args: argparse.Namespace) -> int:
+    """Download a checkpoint's policy-only export; print where it went and its (checked) sha256."""
+    path = args.output
+    if path is None:
+        listing = client.checkpoints(args.experiment_id)
+        if args.checkpoint == "best":
+            chosen = [c for c in listing if c.get("best")]
+        elif args.checkpoint == "latest":
+            chosen = sorted(listing, key=lambda c: c["step"])[-1:]
+        else:
+            chosen = [c for c in listing if c["id"] == args.checkpoint]
+        step = chosen[0]["step"] if chosen else 0
+        path = f"{args.experiment_id}-step{step}-policy.safetensors"
+    entry = client.export(args.experiment_id, path, args.checkpoint, args.format)
+    if args.json:
+        _print_json({**entry, "path": str(Path(path).resolve())})
+    else:
+        where = (
+            f"the policy of checkpoint {entry['id']} at step {entry['step']}, "
+            f"{entry['export_bytes']:,} bytes of {entry['size_bytes']:,}, "
+            f"sha256 {entry['export_sha256']}"
+        )
+        print(safe(f"{path}: {where}"))
+    return EXIT_OK
+
+
 VERB_FUNCTIONS: dict[str, Verb] = {
     "submit": submit,
     "ls": ls,
@@ -351,6 +389,7 @@ VERB_FUNCTIONS: dict[str, Verb] = {
     "cancel": cancel,
     "resume": resume,
     "download": download,
+    "export": export,
     "workers": workers,
     "envs": envs,
     "match": matches.run,

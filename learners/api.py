@@ -27,6 +27,7 @@ from learners.admission.memory import MemoryEstimate
 from learners.admission.parse import parse_edit, parse_spec
 from learners.admission.schema import kwargs_properties, spec_json_schema
 from learners.backends import GPU_BACKENDS, describe_device, gpu_names, resolve_device
+from learners.checkpoint import CheckpointError
 from learners.enums import ActionKind, Algorithm, Backend, Device, EnvEngine, EnvSuite
 from learners.envs.catalogue import env_ids, scenario_teams, suite, suites
 from learners.envs.suites.base import EnvEntry, KwargRange, Suite
@@ -36,6 +37,7 @@ from learners.envs.suites.installed import (
     plugin_errors,
     suite_names,
 )
+from learners.exports import PolicyExport, export_policy
 from learners.hooks import MetricPoint
 from learners.matches import MATCH_SCENARIOS, RANDOM, play_match
 from learners.registry import AlgorithmEntry, entries
@@ -59,6 +61,9 @@ from learners.training import train
 
 __all__ = [
     "EXIT_NOT_INSTALLED",
+    "CheckpointError",
+    "PolicyExport",
+    "export_policy",
     "GPU_BACKENDS",
     "MAX_TAG_LENGTH",
     "ENTRY_POINT_GROUP",

@@ -9,7 +9,7 @@ format version, algorithm, backend, the full spec, the env's spaces, the env ste
 the runner's counters, and which backends can resume it or load its policy.
 
 The file is everything a run needs to continue exactly; ``learners.policy.load_policy`` reads
-only the actor from it.
+only the actor from it, and ``learners.exports.export_policy`` writes a file of the actor alone.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import safetensors
@@ -59,6 +59,9 @@ class Manifest(BaseModel):
     """Backends that can resume training from this file (optimiser state included)."""
     policy_backends: list[Backend]
     """Backends that can load the policy for acting (``load_policy``)."""
+    contents: Literal["training", "policy"] = "training"
+    """``training``: everything the run resumes from. ``policy``: a policy-only export
+    (``learners.exports``), the policy's networks alone: it acts and cannot resume."""
 
 
 def env_info_to_json(info: EnvInfo) -> dict[str, JsonValue]:

@@ -45,6 +45,9 @@ class AlgorithmEntry:
     runner: RunnerKind
     # backend -> "module:Class" of the learner; a backend appears here only once it is built.
     learners: dict[Backend, str] = field(default_factory=dict)
+    policy_network: str = "actor"
+    """The network that acts: its tensors (``<policy_network>.<param>`` in a checkpoint) are what
+    ``load_policy`` reads and what a policy-only export keeps."""
     one_team: bool = False
     """It learns one reward shared by all agents (WQMIX's mixer), so a scenario with more than one
     team is refused: it would train on a mean over opponents that no team maximises."""
@@ -168,6 +171,7 @@ _ENTRIES: dict[Algorithm, AlgorithmEntry] = {
         action_kinds=frozenset({ActionKind.DISCRETE}),
         runner=RunnerKind.OFF_POLICY,
         learners=_built("wqmix", "WQMIX", *Backend),
+        policy_network="agent",
         one_team=True,
         env_defaults={"*": {"num_envs": _MPE_ENVS}},
     ),

@@ -78,15 +78,17 @@ def home(tmp_path: Path) -> Path:
 @pytest.fixture
 def marlforge(home: Path) -> Cli:
     """Runs ``marlforge ARGS`` as a user would: ``env`` adds variables (``MARLFORGE_URL``...) to an
-    environment with no other ``MARLFORGE_*`` and ``home`` as HOME; ``stdin`` is its input."""
+    environment with no other ``MARLFORGE_*`` and ``home`` as HOME; ``stdin`` is its input, ``cwd``
+    its folder (the test process's by default)."""
 
     def run(
-        *args: str, env: dict[str, str] | None = None, stdin: str = ""
+        *args: str, env: dict[str, str] | None = None, stdin: str = "", cwd: Path | None = None
     ) -> subprocess.CompletedProcess[str]:
         variables = service_env({"HOME": str(home), **(env or {})}, drop=["XDG_CONFIG_HOME"])
         return subprocess.run(
             [*marlforge_command(), *args],
             env=variables,
+            cwd=cwd,
             input=stdin,
             capture_output=True,
             text=True,

@@ -107,6 +107,43 @@ def test_download_writes_the_checkpoint_with_the_listed_sha256(
     assert hashlib.sha256(other.read_bytes()).hexdigest() == oldest["sha256"]
 
 
+def test_export_writes_the_policy_alone_which_acts_as_the_checkpoint_does(
+    finished: tuple[str, subprocess.CompletedProcess[str]],
+    live_server: LiveServer,
+    marlforge: Cli,
+    tmp_path: Path,
+) -> None:
+    from learners.checkpoint import read, read_manifest
+    from learners.envs.factory import make_vec_env
+    from learners.policy import load_policy
+    from learners.spec import ExperimentSpec
+
+    experiment_id, _ = finished
+    latest = max(live_server.api.checkpoints(experiment_id), key=lambda c: c["step"])
+    full, policy = tmp_path / "full.safetensors", tmp_path / "policy.safetensors"
+    assert (
+        marlforge("download", experiment_id, "-o", str(full), env=_env(live_server)).returncode == 0
+    )
+
+    done = marlforge("export", experiment_id, "-o", str(policy), "--json", env=_env(live_server))
+
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout)
+    assert said["id"] == latest["id"] and said["export_bytes"] == policy.stat().st_size
+    assert said["export_sha256"] == hashlib.sha256(policy.read_bytes()).hexdigest()
+    assert read_manifest(policy).contents == "policy"
+    assert sorted(read(policy)[0]) == sorted(n for n in read(full)[0] if n.startswith("actor."))
+    env = make_vec_env(ExperimentSpec.model_validate(read_manifest(policy).spec).env, 11)
+    observation = env.reset()
+    assert (load_policy(policy).act(observation) == load_policy(full).act(observation)).all()
+    env.close()
+    named = marlforge("export", experiment_id, env=_env(live_server), cwd=tmp_path)
+    assert named.returncode == 0, named.stderr
+    assert (tmp_path / f"{experiment_id}-step{latest['step']}-policy.safetensors").is_file()
+    unknown = marlforge("export", experiment_id, "--checkpoint", "nope", env=_env(live_server))
+    assert unknown.returncode == 3
+
+
 def test_a_bad_spec_exits_1_naming_the_field_and_why(
     live_server: LiveServer,
     marlforge: Cli,
