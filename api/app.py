@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.background import start_background_loops
 from api.deps import Services
+from api.docs_pages import install_docs
 from api.errors import install_error_handlers
 from api.event_bus import install_event_bus
 from api.monitoring import install_monitoring
@@ -99,6 +100,8 @@ def create_app(
         description=DESCRIPTION,
         lifespan=lifespan,
         dependencies=[Depends(single_valued_query)],
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.services = Services(
         settings=settings,
@@ -111,6 +114,7 @@ def create_app(
     install_error_handlers(app)
     install_event_bus(app, settings)
     install_monitoring(app)
+    install_docs(app, settings)
     for router in (
         experiments.router,
         artifacts.router,

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from api.docs_pages import PATHS as DOCS_PATHS
 from api.errors import ErrorDetail, error_json
 
 CONTENT_SECURITY_POLICY = (
@@ -29,15 +30,14 @@ CONTENT_SECURITY_POLICY = (
     "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
     "frame-ancestors 'none'"
 )
-# FastAPI's interactive docs (Swagger UI, ReDoc) load their scripts from the jsDelivr CDN and start
-# with an inline script; those pages show only the OpenAPI document, never a project's data.
-DOCS_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc"})
+# The interactive docs (api.docs_pages: Swagger UI, ReDoc, when MARLFORGE_API_DOCS is on) load
+# one pinned, integrity-checked release of their scripts from jsDelivr and run no inline script;
+# their widgets set inline styles. The pages show only the OpenAPI document, never a project's data.
 DOCS_CONTENT_SECURITY_POLICY = (
-    "default-src 'self'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
-    "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net https://fonts.googleapis.com; "
-    "font-src 'self' https://fonts.gstatic.com; img-src 'self' data: https://fastapi.tiangolo.com; "
-    "worker-src 'self' blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; "
-    "frame-ancestors 'none'"
+    "default-src 'self'; script-src 'self' https://cdn.jsdelivr.net; "
+    "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; img-src 'self' data:; "
+    "font-src 'self' data:; worker-src 'self' blob:; connect-src 'self'; object-src 'none'; "
+    "base-uri 'none'; frame-ancestors 'none'"
 )
 SECURITY_HEADERS: list[tuple[bytes, bytes]] = [
     (b"x-content-type-options", b"nosniff"),

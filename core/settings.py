@@ -47,6 +47,10 @@ class Settings(BaseSettings):
     store_outage_s: float = Field(default=120.0, ge=0, le=3600)
     """How long a worker keeps trying a checkpoint upload the artifact store refuses (a MinIO
     restarting, a network partition) before the run fails with the reason; 0: fail at once."""
+    api_docs: bool = False
+    """Serve the interactive API docs (Swagger UI at ``/docs``, ReDoc at ``/redoc``; their scripts
+    come from jsDelivr, pinned and integrity-checked). Off by default; ``marlforge up`` turns it on.
+    ``/openapi.json`` is served either way."""
     download_url_ttl_s: int = Field(default=0, ge=0, le=7 * 24 * 3600)
     """0: the API streams every checkpoint download itself. N > 0: a checkpoint download from an
     S3 store answers ``307`` with a URL presigned for N seconds, so the bytes go from the store to

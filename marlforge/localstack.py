@@ -50,7 +50,12 @@ class LocalStack:
 
     def __init__(self, settings: Settings, host: str, port: int) -> None:
         self.settings = settings
-        self.env = {**os.environ, "MARLFORGE_VAR_DIR": str(settings.var_dir)}
+        # The laptop stack serves the interactive API docs unless told not to (MARLFORGE_API_DOCS).
+        self.env = {
+            "MARLFORGE_API_DOCS": "true",
+            **os.environ,
+            "MARLFORGE_VAR_DIR": str(settings.var_dir),
+        }
         self.children = [
             _Child("api", ["api", "--host", host, "--port", str(port)]),
             _Child("worker", ["worker"]),

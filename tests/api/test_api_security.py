@@ -4,10 +4,16 @@ writes and the security headers on every response (``api/security.py``)."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session, sessionmaker
+
+from api.app import create_app
+from core.settings import Settings
+from core.storage import FilesystemStore
 
 pytestmark = pytest.mark.integration
 
@@ -89,10 +95,39 @@ def test_every_response_carries_the_security_headers(anonymous: TestClient, path
     assert "unsafe-inline" not in policy
 
 
-def test_the_interactive_docs_get_a_policy_that_admits_their_cdn(anonymous: TestClient) -> None:
-    docs = anonymous.get("/docs")
+def test_the_interactive_docs_are_off_unless_asked_for(anonymous: TestClient) -> None:
+    assert [anonymous.get(path).status_code for path in ("/docs", "/redoc")] == [404, 404]
+    assert anonymous.get("/openapi.json").status_code == 200
 
-    assert docs.status_code == 200 and "cdn.jsdelivr.net" in docs.text
-    assert "https://cdn.jsdelivr.net" in docs.headers["content-security-policy"]
-    assert "frame-ancestors 'none'" in docs.headers["content-security-policy"]
-    assert "cdn.jsdelivr.net" not in anonymous.get("/").headers["content-security-policy"]
+
+def test_the_interactive_docs_load_pinned_checked_scripts_and_run_none_inline(
+    settings: Settings, session_factory: sessionmaker[Session], storage: FilesystemStore
+) -> None:
+    app = create_app(
+        settings.model_copy(update={"api_docs": True}),
+        session_factory=session_factory,
+        storage=storage,
+    )
+    with TestClient(app) as anonymous:
+        pages = {path: anonymous.get(path) for path in ("/docs", "/redoc")}
+        start = anonymous.get("/docs/start.js")
+        home_policy = anonymous.get("/").headers["content-security-policy"]
+
+    for path, page in pages.items():
+        assert page.status_code == 200, path
+        sources = re.findall(r"<(?:script|link)\b([^>]*)>", page.text)
+        external = [s for s in sources if "cdn.jsdelivr.net" in s]
+        assert external, path
+        for attributes in external:
+            # One pinned release each (name@x.y.z), checked by the browser against its sha384.
+            assert re.search(r"/npm/[a-z-]+@\d+\.\d+\.\d+/", attributes), attributes
+            assert re.search(r'integrity="sha384-[A-Za-z0-9+/=]{64}"', attributes), attributes
+        # No inline script: every <script> has a src.
+        assert re.findall(r"<script(?![^>]*\bsrc=)[^>]*>", page.text) == [], path
+        policy = page.headers["content-security-policy"]
+        script_src = next(d for d in policy.split("; ") if d.startswith("script-src"))
+        assert script_src == "script-src 'self' https://cdn.jsdelivr.net", path
+        assert "frame-ancestors 'none'" in policy
+    assert start.status_code == 200 and "SwaggerUIBundle" in start.text
+    assert start.headers["content-type"].startswith("text/javascript")
+    assert "cdn.jsdelivr.net" not in home_policy

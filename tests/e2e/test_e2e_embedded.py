@@ -56,6 +56,8 @@ def test_make_up_runs_an_experiment_and_survives_a_restart(
     port = free_port()
     first, api = _up(var_dir, port, "up-1.log")
     try:
+        # The laptop stack serves the interactive API docs (off by default elsewhere).
+        assert api.http.get("/docs").status_code == 200
         created = api.submit(tiny_spec(total_steps=1200))
         api.wait_until(created["id"], {"running"}, min_step=200)
         _stop_with_ctrl_c(first)
