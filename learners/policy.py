@@ -4,6 +4,7 @@ acts greedily (no exploration noise, the mode of a distribution)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -15,6 +16,7 @@ from learners.backends import resolve_device
 from learners.checkpoint import CheckpointError, Manifest, env_info_from_json, read_manifest
 from learners.enums import Backend, Device
 from learners.envs.base import EnvInfo, Observation
+from learners.exports.env_io import to_env_actions, to_observation
 from learners.learner import EpisodicMemory
 from learners.registry import entry
 from learners.spec import ExperimentSpec
@@ -26,8 +28,11 @@ class Policy(Protocol):
     info: EnvInfo
     manifest: Manifest
 
-    def act(self, observation: Observation) -> NDArray[Any]:
-        """Actions for a batched observation: (E, N, action_dim) in [-1, 1], or (E, N) ints."""
+    def act(self, observation: Any, action_masks: Mapping[str, Any] | None = None) -> Any:
+        """Actions for ``observation``. A batched ``Observation``: (E, N, action_dim) in [-1, 1],
+        or (E, N) ints. What an env returns (a PettingZoo-style dict of per-agent observations, or
+        an array; one env or a batch; ``action_masks`` per agent for discrete actions): actions in
+        the env's own space, a dict per agent for a dict (``learners.exports.env_io``)."""
         ...
 
     def end_episodes(self, ended: NDArray[np.bool_]) -> None:
@@ -42,9 +47,14 @@ class _LearnerPolicy:
         self.info = info
         self.manifest = manifest
 
-    def act(self, observation: Observation) -> NDArray[Any]:
-        actions: NDArray[Any] = self._learner.act(observation, explore=False)
-        return actions
+    def act(self, observation: Any, action_masks: Mapping[str, Any] | None = None) -> Any:
+        if isinstance(observation, Observation):
+            actions: NDArray[Any] = self._learner.act(observation, explore=False)
+            return actions
+        batch, batched, as_dict = to_observation(self.info, observation, action_masks)
+        chosen = self._learner.act(batch, explore=False)
+        present = observation if as_dict else None
+        return to_env_actions(self.info, np.asarray(chosen), batched, as_dict, present)
 
     def end_episodes(self, ended: NDArray[np.bool_]) -> None:
         if isinstance(self._learner, EpisodicMemory):
