@@ -66,5 +66,9 @@ class PolicyExporter:
                 raise ApiError(409, "export_failed", f"{what} cannot be exported: {exc}") from None
             finally:
                 source.unlink(missing_ok=True)
-        size, sha256 = hash_file(target)
+        try:
+            size, sha256 = hash_file(target)
+        except BaseException:
+            target.unlink(missing_ok=True)
+            raise
         return ExportedFile(target, size, sha256, len(made.tensors))
