@@ -82,7 +82,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--checkpoint", default="latest", help="best, latest (the default) or a checkpoint's id"
     )
     export.add_argument(
-        "--format", default="safetensors", choices=("safetensors",), help="the file's format"
+        "--format",
+        default="safetensors",
+        choices=("safetensors", "onnx"),
+        help="safetensors (the policy's tensors and their layout) or onnx (an ONNX model)",
     )
     export.add_argument("-o", "--output", default=None, help="the file to write")
     _json_flag(export)
@@ -366,7 +369,7 @@ def export(client: Client, args: argparse.Namespace) -> int:
         else:
             chosen = [c for c in listing if c["id"] == args.checkpoint]
         step = chosen[0]["step"] if chosen else 0
-        path = f"{args.experiment_id}-step{step}-policy.safetensors"
+        path = f"{args.experiment_id}-step{step}-policy.{args.format}"
     entry = client.export(args.experiment_id, path, args.checkpoint, args.format)
     if args.json:
         _print_json({**entry, "path": str(Path(path).resolve())})

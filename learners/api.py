@@ -37,7 +37,7 @@ from learners.envs.suites.installed import (
     plugin_errors,
     suite_names,
 )
-from learners.exports import PolicyExport, export_policy
+from learners.exports import OnnxExport, PolicyExport, export_onnx, export_policy
 from learners.hooks import MetricPoint
 from learners.matches import MATCH_SCENARIOS, RANDOM, play_match
 from learners.registry import AlgorithmEntry, entries
@@ -62,7 +62,9 @@ from learners.training import train
 __all__ = [
     "EXIT_NOT_INSTALLED",
     "CheckpointError",
+    "OnnxExport",
     "PolicyExport",
+    "export_onnx",
     "export_policy",
     "GPU_BACKENDS",
     "MAX_TAG_LENGTH",

@@ -62,6 +62,9 @@ class Manifest(BaseModel):
     contents: Literal["training", "policy"] = "training"
     """``training``: everything the run resumes from. ``policy``: a policy-only export
     (``learners.exports``), the policy's networks alone: it acts and cannot resume."""
+    network: dict[str, JsonValue] | None = None
+    """Policy exports: the acting network written out as data (``learners.exports.layout``;
+    docs/using-results.md#the-layout), enough to rebuild the policy with NumPy alone."""
 
 
 def env_info_to_json(info: EnvInfo) -> dict[str, JsonValue]:

@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from api.auth import ExperimentId, project_router
 from api.deps import CheckpointId, ServicesDep
 from api.errors import ApiError, ErrorResponse, error_responses
-from api.exports import PolicyExporter
+from api.exports import SUFFIXES, PolicyExporter
 from api.owned import checkpoint_or_404
 from core.models import Checkpoint
 from core.repositories import CheckpointRepository
@@ -21,20 +21,27 @@ from core.repositories import CheckpointRepository
 router = project_router("/v1/experiments", ["artifacts"])
 
 ExportFormat = Annotated[
-    Literal["safetensors"],
+    Literal["safetensors", "onnx"],
     Query(
         description="`safetensors`: the policy-only export, the acting network's tensors and "
-        "the checkpoint's manifest marked `contents: policy` (docs/using-results.md)."
+        "the checkpoint's manifest marked `contents: policy`, whose `network` lays the policy out "
+        "for a NumPy reader. `onnx`: the same policy as an ONNX model (inputs `obs`, "
+        "`action_mask` for discrete actions, `memory` for a recurrent policy; outputs `actions` "
+        "and `scores` or `env_actions`, and `memory_out`), the manifest in its metadata "
+        "(docs/using-results.md)."
     ),
 ]
 
 _DESCRIPTION = (
-    "The checkpoint's policy alone, as a safetensors file: the acting network's tensors "
+    "The checkpoint's policy alone, as a safetensors file (`format=safetensors`, the default) or "
+    "an ONNX model (`format=onnx`). The safetensors file holds the acting network's tensors "
     "(`actor.*`, or `agent.*` for Weighted QMIX; every group's and team's) and the checkpoint's "
-    "manifest marked `contents: policy`, with no optimiser state, critic, target network, random "
-    "state or replay buffer. `learners.policy.load_policy` loads it as it loads a checkpoint; it "
-    "cannot resume a run. Made from the stored checkpoint at each request (checked against its "
-    "SHA-256 first); `ETag` is the export's own SHA-256."
+    "manifest marked `contents: policy` with the network's layout (`network`), with no optimiser "
+    "state, critic, target network, random state or replay buffer; `learners.policy.load_policy` "
+    "loads it as it loads a checkpoint, and it cannot resume a run. The ONNX model computes the "
+    "same greedy actions (onnxruntime runs it) for a checkpoint of any backend. Made from the "
+    "stored checkpoint at each request (checked against its SHA-256 first); `ETag` is the "
+    "export's own SHA-256."
 )
 _RESPONSES = {
     200: {"content": {"application/octet-stream": {}}, "description": "The export."},
@@ -76,12 +83,17 @@ def _named(services: ServicesDep, experiment_id: str, checkpoint_id: str) -> Che
         return checkpoint_or_404(session, experiment_id, checkpoint_id)
 
 
-async def _export(request: Request, experiment_id: str, row: Checkpoint) -> FileResponse:
-    made = await run_in_threadpool(_exporter(request).export, row)
+async def _export(
+    request: Request,
+    experiment_id: str,
+    row: Checkpoint,
+    format: str,  # noqa: A002 (the query parameter's name)
+) -> FileResponse:
+    made = await run_in_threadpool(_exporter(request).export, row, format)
     return FileResponse(
         made.path,
         media_type="application/octet-stream",
-        filename=f"{experiment_id}-step{row.step}-policy.safetensors",
+        filename=f"{experiment_id}-step{row.step}-{SUFFIXES[format]}",
         headers={"etag": f'"{made.sha256}"', "cache-control": "no-cache"},
         background=BackgroundTask(made.path.unlink, missing_ok=True),
     )
@@ -101,7 +113,7 @@ async def export_best_checkpoint(
     format: ExportFormat = "safetensors",  # noqa: A002 (the query parameter's name)
 ) -> FileResponse:
     row = await run_in_threadpool(_best, services, experiment_id)
-    return await _export(request, experiment_id, row)
+    return await _export(request, experiment_id, row, format)
 
 
 @router.get(
@@ -119,4 +131,4 @@ async def export_checkpoint(
     format: ExportFormat = "safetensors",  # noqa: A002 (the query parameter's name)
 ) -> FileResponse:
     row = await run_in_threadpool(_named, services, experiment_id, checkpoint_id)
-    return await _export(request, experiment_id, row)
+    return await _export(request, experiment_id, row, format)

@@ -15,6 +15,7 @@ from pathlib import Path
 import safetensors
 
 from learners.checkpoint import CheckpointError, read_manifest, write
+from learners.exports.layout import network_layout
 from learners.registry import entry
 
 
@@ -47,7 +48,14 @@ def export_policy(source: Path | str, target: Path | str) -> PolicyExport:
                 f"({entry(manifest.algorithm).policy_network}.*)"
             )
         tensors = {name: handle.get_tensor(name) for name in names}
-    exported = manifest.model_copy(update={"contents": "policy", "resumable_on": [], "runner": {}})
+    exported = manifest.model_copy(
+        update={
+            "contents": "policy",
+            "resumable_on": [],
+            "runner": {},
+            "network": network_layout(manifest),
+        }
+    )
     partial = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     try:
         write(partial, tensors, exported)

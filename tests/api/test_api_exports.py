@@ -133,6 +133,43 @@ def test_the_export_is_the_policy_alone_and_acts_as_the_checkpoint_does(
     assert [p for p in storage.cache_dir.rglob("*") if p.is_file()] == []
 
 
+def test_the_onnx_export_runs_in_onnxruntime_as_the_checkpoint_acts(
+    client: TestClient,
+    session: Session,
+    storage: ArtifactStore,
+    experiment_id: str,
+    ddpg_checkpoint: Path,
+) -> None:
+    import onnx
+    import onnxruntime
+
+    row = _store(session, storage, experiment_id, 1000, ddpg_checkpoint.read_bytes())
+
+    response = client.get(
+        f"/v1/experiments/{experiment_id}/checkpoints/{row.id}/export", params={"format": "onnx"}
+    )
+
+    assert response.status_code == 200, response.text
+    body = response.content
+    assert response.headers["etag"] == f'"{hashlib.sha256(body).hexdigest()}"'
+    assert f"{experiment_id}-step1000-policy.onnx" in response.headers["content-disposition"]
+    model = onnx.load_from_string(body)
+    manifest = Manifest.model_validate_json(
+        {p.key: p.value for p in model.metadata_props}["marlforge"]
+    )
+    assert (manifest.contents, manifest.step) == ("policy", 1000)
+    session_ = onnxruntime.InferenceSession(body, providers=["CPUExecutionProvider"])
+    env = make_vec_env(ExperimentSpec.model_validate(manifest.spec).env, 5)
+    observation = env.reset()
+    actions, env_actions = session_.run(None, {"obs": observation.obs})
+    np.testing.assert_allclose(
+        actions, load_policy(ddpg_checkpoint).act(observation), rtol=0, atol=1e-5
+    )
+    assert env_actions.shape == actions.shape and np.abs(env_actions).max() <= 2.0  # Pendulum
+    env.close()
+    assert [p for p in storage.cache_dir.rglob("*") if p.is_file()] == []
+
+
 def test_the_best_checkpoint_exports_under_best(
     client: TestClient,
     session: Session,
@@ -163,6 +200,7 @@ def test_a_format_that_does_not_exist_is_a_422_naming_it(
     assert response.status_code == 422
     (field,) = response.json()["error"]["fields"]
     assert field["field"] == "format" and "safetensors" in field["reason"]
+    assert "onnx" in field["reason"]
 
 
 def test_missing_corrupt_and_policyless_files_get_their_own_errors(

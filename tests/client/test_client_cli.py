@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from cli_support import Cli, LiveServer
 from e2e_support import marlforge_command, service_env
@@ -142,6 +143,43 @@ def test_export_writes_the_policy_alone_which_acts_as_the_checkpoint_does(
     assert (tmp_path / f"{experiment_id}-step{latest['step']}-policy.safetensors").is_file()
     unknown = marlforge("export", experiment_id, "--checkpoint", "nope", env=_env(live_server))
     assert unknown.returncode == 3
+
+
+def test_export_as_onnx_writes_a_model_onnxruntime_runs_as_the_policy_acts(
+    finished: tuple[str, subprocess.CompletedProcess[str]],
+    live_server: LiveServer,
+    marlforge: Cli,
+    tmp_path: Path,
+) -> None:
+    import onnxruntime
+
+    from learners.checkpoint import read_manifest
+    from learners.envs.factory import make_vec_env
+    from learners.policy import load_policy
+    from learners.spec import ExperimentSpec
+
+    experiment_id, _ = finished
+    latest = max(live_server.api.checkpoints(experiment_id), key=lambda c: c["step"])
+    full = tmp_path / "full.safetensors"
+    assert (
+        marlforge("download", experiment_id, "-o", str(full), env=_env(live_server)).returncode == 0
+    )
+
+    done = marlforge(
+        "export", experiment_id, "--format", "onnx", env=_env(live_server), cwd=tmp_path
+    )
+
+    assert done.returncode == 0, done.stderr
+    model = tmp_path / f"{experiment_id}-step{latest['step']}-policy.onnx"
+    session = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    env = make_vec_env(ExperimentSpec.model_validate(read_manifest(full).spec).env, 11)
+    observation = env.reset()
+    feed = {"obs": observation.obs}
+    if "action_mask" in [i.name for i in session.get_inputs()]:
+        feed["action_mask"] = observation.avail_actions
+    actions = session.run(["actions"], feed)[0]
+    np.testing.assert_allclose(actions, load_policy(full).act(observation), rtol=0, atol=1e-5)
+    env.close()
 
 
 def test_a_bad_spec_exits_1_naming_the_field_and_why(
