@@ -27,6 +27,7 @@ from api.routes import (
     experiments,
     exports,
     health,
+    inference,
     keys,
     matches,
     metrics,
@@ -121,6 +122,7 @@ def create_app(
         events.router,
         replays.router,
         exports.router,
+        inference.router,
         matches.router,
         sweeps.router,
         workers.router,
@@ -163,5 +165,11 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
             "description": "An experiment spec that every run starts from, without `seed`.",
         }
         components[sweeps.SPEC_SCHEMA_NAME] = sweep_schema
+        act_schema = inference.ActRequest.model_json_schema(
+            ref_template="#/components/schemas/{model}"
+        )
+        for name, definition in act_schema.pop("$defs", {}).items():
+            components.setdefault(name, definition)
+        components[inference.ACT_SCHEMA_NAME] = act_schema
         app.openapi_schema = schema
     return app.openapi_schema

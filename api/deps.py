@@ -16,7 +16,7 @@ from fastapi import Depends, Query, Request
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.errors import ApiError, FieldProblem
-from api.security import MAX_BODY_BYTES
+from api.security import body_limit
 from core.ids import ID_PATTERN, is_id
 from core.queue import Dispatcher
 from core.settings import Settings
@@ -57,8 +57,9 @@ async def json_body(request: Request) -> Any:
     ``1e400``, or an integer of more than ``MAX_INT_DIGITS`` digits): refused here, before
     anything reads or stores them."""
     raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise ApiError(413, "too_large", f"the body is larger than {MAX_BODY_BYTES} bytes")
+    limit = body_limit(request.url.path)
+    if len(raw) > limit:
+        raise ApiError(413, "too_large", f"the body is larger than {limit} bytes")
     try:
         value = json.loads(
             raw, parse_constant=_no_constant, parse_float=_finite, parse_int=_bounded

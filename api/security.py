@@ -8,7 +8,8 @@ same-origin writes.
 - A request with a body must say it is JSON (415 otherwise). An HTML form can only send
   ``text/plain``, ``application/x-www-form-urlencoded`` or ``multipart/form-data``, so no other
   web page can post a spec with a plain form.
-- A body larger than ``MAX_BODY_BYTES`` is refused (413) before the app reads it: one that
+- A body larger than ``MAX_BODY_BYTES`` (``MAX_ACT_BODY_BYTES`` for the inference route) is
+  refused (413) before the app reads it: one that
   declares a larger ``Content-Length`` before a byte of it is read, one that streams in chunks as
   soon as the bytes read pass the limit.
 - A state-changing request from another origin (``Origin`` or ``Sec-Fetch-Site`` says so) is
@@ -17,6 +18,7 @@ same-origin writes.
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
@@ -47,6 +49,15 @@ SECURITY_HEADERS: list[tuple[bytes, bytes]] = [
 ]
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 MAX_BODY_BYTES = 1 << 20
+MAX_ACT_BODY_BYTES = 8 << 20
+"""The inference route's bodies (``POST .../checkpoints/{cid}/act``): a batch of 1,024
+observations of a few hundred numbers each is several MiB of JSON."""
+_ACT_PATH = re.compile(r"^/v1/experiments/[^/]+/checkpoints/[^/]+/act$")
+
+
+def body_limit(path: str) -> int:
+    """The most bytes a request body to ``path`` may have."""
+    return MAX_ACT_BODY_BYTES if _ACT_PATH.match(path) else MAX_BODY_BYTES
 
 
 def same_origin(headers: Headers) -> bool:
@@ -71,8 +82,8 @@ def is_json(content_type: str) -> bool:
     )
 
 
-async def _bounded_body(receive: Receive) -> tuple[Receive, ASGIApp | None]:
-    """Read the whole body (at most ``MAX_BODY_BYTES``) and hand it on; a 413 when it is larger."""
+async def _bounded_body(receive: Receive, limit: int) -> tuple[Receive, ASGIApp | None]:
+    """Read the whole body (at most ``limit`` bytes) and hand it on; a 413 when it is larger."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -81,10 +92,8 @@ async def _bounded_body(receive: Receive) -> tuple[Receive, ASGIApp | None]:
             break  # the client went away; the app sees the same
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            detail = ErrorDetail(
-                code="too_large", message=f"the body is larger than {MAX_BODY_BYTES} bytes"
-            )
+        if size > limit:
+            detail = ErrorDetail(code="too_large", message=f"the body is larger than {limit} bytes")
             return receive, error_json(413, detail)
         chunks.append(chunk)
         if not message.get("more_body", False):
@@ -141,7 +150,7 @@ class BrowserSafety:
 
         refusal = self._refusal(scope)
         if refusal is None and scope["method"] in UNSAFE_METHODS:
-            receive, refusal = await _bounded_body(receive)
+            receive, refusal = await _bounded_body(receive, body_limit(scope["path"]))
         if refusal is not None:
             await refusal(scope, receive, send_with_headers)
             return
@@ -171,12 +180,10 @@ class BrowserSafety:
                     message="request bodies must be JSON: send 'Content-Type: application/json'",
                 ),
             )
-        if method in UNSAFE_METHODS and _declared_length(headers) > MAX_BODY_BYTES:
+        limit = body_limit(scope["path"])
+        if method in UNSAFE_METHODS and _declared_length(headers) > limit:
             # Refused on its word, before a byte of the body is read.
             return error_json(
-                413,
-                ErrorDetail(
-                    code="too_large", message=f"the body is larger than {MAX_BODY_BYTES} bytes"
-                ),
+                413, ErrorDetail(code="too_large", message=f"the body is larger than {limit} bytes")
             )
         return None

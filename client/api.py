@@ -177,6 +177,26 @@ class Client:
         """Queue a cancelled or failed experiment again, from its latest checkpoint."""
         return self._json("POST", f"/v1/experiments/{experiment_id}/resume")
 
+    def act(
+        self,
+        experiment_id: str,
+        observations: Any,
+        checkpoint_id: str = "latest",
+        action_masks: Json | None = None,
+        memory: Any = None,
+    ) -> Json:
+        """The greedy actions of a checkpoint's policy (``checkpoint_id``: its id, ``best`` or
+        ``latest``) for ``observations`` (per-agent dict or array, JSON values; NumPy arrays are
+        turned into lists), with a recurrent policy's ``memory`` as the last answer gave it
+        (``POST .../checkpoints/{cid}/act``): ``{"actions": ..., "memory": ...}``."""
+        body: dict[str, Any] = {"observations": _lists(observations)}
+        if action_masks is not None:
+            body["action_masks"] = _lists(action_masks)
+        if memory is not None:
+            body["memory"] = _lists(memory)
+        url = f"/v1/experiments/{experiment_id}/checkpoints/{checkpoint_id}/act"
+        return self._json("POST", url, json=body)
+
     def submit_match(self, match: Json) -> Json:
         """Start a match (``POST /v1/matches``): one team's policy against another's."""
         return self._json("POST", "/v1/matches", json=match)
@@ -416,3 +436,15 @@ def _save(response: httpx.Response, partial: Path) -> str:
             sha.update(chunk)
             out.write(chunk)
     return sha.hexdigest()
+
+
+def _lists(value: Any) -> Any:
+    """``value`` as JSON values: arrays (anything with ``tolist``) as lists, dicts and lists
+    walked."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {k: _lists(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_lists(v) for v in value]
+    return value

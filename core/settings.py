@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     """Serve the interactive API docs (Swagger UI at ``/docs``, ReDoc at ``/redoc``; their scripts
     come from jsDelivr, pinned and integrity-checked). Off by default; ``marlforge up`` turns it on.
     ``/openapi.json`` is served either way."""
+    inference_cache_mb: int = Field(default=256, ge=1, le=1 << 20)
+    """The memory an API process gives the policies its inference route keeps loaded (their
+    arrays' bytes); past it the least recently used are dropped and loaded again when asked."""
     download_url_ttl_s: int = Field(default=0, ge=0, le=7 * 24 * 3600)
     """0: the API streams every checkpoint download itself. N > 0: a checkpoint download from an
     S3 store answers ``307`` with a URL presigned for N seconds, so the bytes go from the store to

@@ -37,7 +37,14 @@ from learners.envs.suites.installed import (
     plugin_errors,
     suite_names,
 )
-from learners.exports import OnnxExport, PolicyExport, export_onnx, export_policy
+from learners.exports import (
+    EnvInputError,
+    NumpyPolicy,
+    OnnxExport,
+    PolicyExport,
+    export_onnx,
+    export_policy,
+)
 from learners.hooks import MetricPoint
 from learners.matches import MATCH_SCENARIOS, RANDOM, play_match
 from learners.registry import AlgorithmEntry, entries
@@ -62,6 +69,8 @@ from learners.training import train
 __all__ = [
     "EXIT_NOT_INSTALLED",
     "CheckpointError",
+    "EnvInputError",
+    "NumpyPolicy",
     "OnnxExport",
     "PolicyExport",
     "export_onnx",

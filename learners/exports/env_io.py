@@ -32,6 +32,18 @@ class EnvInputError(ValueError):
     """Observations or masks that do not fit the policy's env; the message names the agent."""
 
 
+def _floats(value: Any, what: str) -> NDArray[np.float32]:
+    """``value`` as a float32 array, or an ``EnvInputError`` saying ``what`` is not one (ragged
+    lists, strings, objects)."""
+    try:
+        array: NDArray[np.float32] = np.asarray(value, np.float32)
+    except (ValueError, TypeError):
+        raise EnvInputError(f"{what}: not an array of numbers of one shape") from None
+    if not np.isfinite(array).all():
+        raise EnvInputError(f"{what}: holds a value that is not a finite number")
+    return array
+
+
 def _agent_value(value: Any) -> tuple[Any, Any]:
     if isinstance(value, Mapping):
         if "observation" not in value:
@@ -59,7 +71,7 @@ def to_observation(
             value, mask = _agent_value(observations[agent])
             if mask is not None:
                 masks.setdefault(agent, mask)
-            array = np.asarray(value, np.float32)
+            array = _floats(value, f"agent {agent}: observation")
             has_batch = array.ndim == 2
             if array.ndim not in (1, 2) or array.shape[-1] != dims[j]:
                 raise EnvInputError(
@@ -83,7 +95,7 @@ def to_observation(
             agent_mask[:, j] = 1.0
         from_dict = True
     else:
-        array = np.asarray(observations, np.float32)
+        array = _floats(observations, "observations")
         expected = (n, width) if n > 1 else (width,)
         batched = array.ndim == len(expected) + 1
         if array.shape[int(batched) :] != expected:
@@ -119,6 +131,11 @@ def _avail(info: EnvInfo, masks: Mapping[str, Any], batch: int) -> NDArray[np.fl
         if masks:
             raise EnvInputError("action masks are for discrete actions; this env's are continuous")
         return np.zeros((batch, info.num_agents, 0), np.float32)
+    unknown = sorted(set(masks) - set(info.agent_ids))
+    if unknown:
+        raise EnvInputError(
+            f"action masks of agents {unknown}, not the env's {list(info.agent_ids)}"
+        )
     sizes = info.action_dims or (info.action_dim,) * info.num_agents
     avail = np.zeros((batch, info.num_agents, info.action_dim), np.float32)
     for j, (agent, size) in enumerate(zip(info.agent_ids, sizes, strict=True)):
@@ -126,10 +143,15 @@ def _avail(info: EnvInfo, masks: Mapping[str, Any], batch: int) -> NDArray[np.fl
         if mask is None:
             avail[:, j, :size] = 1.0
             continue
-        array = np.asarray(mask, np.float32)
-        if array.shape[-1] != size or array.ndim not in (1, 2):
+        array = _floats(mask, f"agent {agent}: action mask")
+        if (
+            array.ndim not in (1, 2)
+            or array.shape[-1] != size
+            or (array.ndim == 2 and array.shape[0] != batch)
+        ):
             raise EnvInputError(
-                f"agent {agent}: action mask of shape {array.shape}, expected ({size},)"
+                f"agent {agent}: action mask of shape {array.shape}, expected ({size},) or "
+                f"({batch}, {size})"
             )
         avail[:, j, :size] = array
         if not (avail[:, j, :size] > 0).any(axis=-1).all():

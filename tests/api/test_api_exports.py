@@ -14,10 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from core.models import Checkpoint
-from core.repositories import CheckpointRepository
 from core.settings import Settings
-from core.storage import ArtifactStore, FilesystemStore, checkpoint_key
+from core.storage import ArtifactStore, FilesystemStore
 from core.storage.s3 import S3Store
 from learners import checkpoint
 from learners.admission.parse import parse_spec
@@ -26,6 +24,7 @@ from learners.envs.factory import make_vec_env
 from learners.policy import load_policy
 from learners.registry import entry
 from learners.spec import ExperimentSpec
+from tests.api.checkpoint_support import store_checkpoint
 from tests.auth_support import bearer
 from tests.s3_support import MotoServer
 
@@ -83,22 +82,6 @@ def ddpg_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _store(
-    session: Session,
-    storage: ArtifactStore,
-    experiment_id: str,
-    step: int,
-    data: bytes,
-    eval_return: float | None = None,
-) -> Checkpoint:
-    stored = storage.put(checkpoint_key(experiment_id, step), lambda p: p.write_bytes(data))
-    row = CheckpointRepository(session).record(
-        experiment_id, step, stored.key, stored.size_bytes, stored.sha256, eval_return
-    )
-    session.commit()
-    return row
-
-
 def test_the_export_is_the_policy_alone_and_acts_as_the_checkpoint_does(
     client: TestClient,
     session: Session,
@@ -108,7 +91,7 @@ def test_the_export_is_the_policy_alone_and_acts_as_the_checkpoint_does(
     tmp_path: Path,
 ) -> None:
     data = ddpg_checkpoint.read_bytes()
-    row = _store(session, storage, experiment_id, 1000, data)
+    row = store_checkpoint(session, storage, experiment_id, 1000, data)
 
     response = client.get(f"/v1/experiments/{experiment_id}/checkpoints/{row.id}/export")
 
@@ -143,7 +126,7 @@ def test_the_onnx_export_runs_in_onnxruntime_as_the_checkpoint_acts(
     import onnx
     import onnxruntime
 
-    row = _store(session, storage, experiment_id, 1000, ddpg_checkpoint.read_bytes())
+    row = store_checkpoint(session, storage, experiment_id, 1000, ddpg_checkpoint.read_bytes())
 
     response = client.get(
         f"/v1/experiments/{experiment_id}/checkpoints/{row.id}/export", params={"format": "onnx"}
@@ -178,10 +161,12 @@ def test_the_best_checkpoint_exports_under_best(
     ddpg_checkpoint: Path,
 ) -> None:
     url = f"/v1/experiments/{experiment_id}/checkpoints/best/export"
-    _store(session, storage, experiment_id, 500, ddpg_checkpoint.read_bytes())
+    store_checkpoint(session, storage, experiment_id, 500, ddpg_checkpoint.read_bytes())
     assert client.get(url).json()["error"]["code"] == "not_found"
 
-    _store(session, storage, experiment_id, 1000, ddpg_checkpoint.read_bytes(), eval_return=-3.0)
+    store_checkpoint(
+        session, storage, experiment_id, 1000, ddpg_checkpoint.read_bytes(), eval_return=-3.0
+    )
     response = client.get(url)
 
     assert response.status_code == 200
@@ -191,7 +176,7 @@ def test_the_best_checkpoint_exports_under_best(
 def test_a_format_that_does_not_exist_is_a_422_naming_it(
     client: TestClient, session: Session, storage: ArtifactStore, experiment_id: str
 ) -> None:
-    row = _store(session, storage, experiment_id, 100, b"whatever")
+    row = store_checkpoint(session, storage, experiment_id, 100, b"whatever")
 
     response = client.get(
         f"/v1/experiments/{experiment_id}/checkpoints/{row.id}/export", params={"format": "pickle"}
@@ -210,10 +195,10 @@ def test_missing_corrupt_and_policyless_files_get_their_own_errors(
     experiment_id: str,
     ddpg_checkpoint: Path,
 ) -> None:
-    not_a_checkpoint = _store(session, storage, experiment_id, 100, b"not a checkpoint")
-    corrupt = _store(session, storage, experiment_id, 200, ddpg_checkpoint.read_bytes())
+    not_a_checkpoint = store_checkpoint(session, storage, experiment_id, 100, b"not a checkpoint")
+    corrupt = store_checkpoint(session, storage, experiment_id, 200, ddpg_checkpoint.read_bytes())
     storage.put(corrupt.path, lambda p: p.write_bytes(b"changed behind the API's back"))
-    missing = _store(session, storage, experiment_id, 300, ddpg_checkpoint.read_bytes())
+    missing = store_checkpoint(session, storage, experiment_id, 300, ddpg_checkpoint.read_bytes())
     storage.delete(missing.path)
 
     codes = {
@@ -237,7 +222,7 @@ def test_another_projects_checkpoint_is_a_404(
     experiment_id: str,
     ddpg_checkpoint: Path,
 ) -> None:
-    row = _store(session, storage, experiment_id, 1000, ddpg_checkpoint.read_bytes())
+    row = store_checkpoint(session, storage, experiment_id, 1000, ddpg_checkpoint.read_bytes())
     url = f"/v1/experiments/{experiment_id}/checkpoints/{row.id}/export"
 
     # (Without a key it is a 401, as every project route: tests/api/test_api_auth.py walks them.)

@@ -19,6 +19,8 @@ import pytest
 from cli_support import Cli, LiveServer
 from e2e_support import marlforge_command, service_env
 
+from client import Client
+
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.e2e,
@@ -145,7 +147,7 @@ def test_export_writes_the_policy_alone_which_acts_as_the_checkpoint_does(
     assert unknown.returncode == 3
 
 
-def test_export_as_onnx_writes_a_model_onnxruntime_runs_as_the_policy_acts(
+def test_export_as_onnx_and_act_through_the_api_give_the_policys_actions(
     finished: tuple[str, subprocess.CompletedProcess[str]],
     live_server: LiveServer,
     marlforge: Cli,
@@ -180,6 +182,18 @@ def test_export_as_onnx_writes_a_model_onnxruntime_runs_as_the_policy_acts(
     actions = session.run(["actions"], feed)[0]
     np.testing.assert_allclose(actions, load_policy(full).act(observation), rtol=0, atol=1e-5)
     env.close()
+    # The same policy acting in the API (Client.act): per-agent observations, a batch of one.
+    info = env.info
+    observations = {
+        a: observation.obs[:, j, : info.obs_dims[j]] for j, a in enumerate(info.agent_ids)
+    }
+    with Client(live_server.url, live_server.key) as client:
+        answer = client.act(experiment_id, observations)
+    expected = load_policy(full).act(observations)
+    assert answer["memory"] is None
+    assert sorted(answer["actions"]) == sorted(expected)
+    for agent, value in expected.items():
+        np.testing.assert_allclose(answer["actions"][agent], value, rtol=0, atol=1e-5)
 
 
 def test_a_bad_spec_exits_1_naming_the_field_and_why(

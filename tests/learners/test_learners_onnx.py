@@ -22,7 +22,7 @@ from learners.checkpoint import CheckpointError, Manifest, read_manifest, write
 from learners.enums import Algorithm, Backend
 from learners.envs.base import Observation
 from learners.envs.factory import make_vec_env
-from learners.exports import export_onnx, export_policy
+from learners.exports import NumpyPolicy, export_onnx, export_policy
 from learners.registry import entry
 from learners.spec import ExperimentSpec
 from tests.learners.test_learners_checkpoint import manifest_for
@@ -190,6 +190,26 @@ def test_the_documented_layout_rebuilt_with_numpy_acts_as_the_learner_does(
             network, tensors, observation.obs, observation.avail_actions, memory
         )
         if network["output"]["kind"] == "discrete":
+            np.testing.assert_array_equal(actions, taken)
+        else:
+            np.testing.assert_allclose(actions, taken, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", sorted(LAYOUTS))
+def test_the_services_numpy_policy_acts_as_the_learner_does(
+    case: str, tmp_path: Path, make_spec: Callable[..., ExperimentSpec]
+) -> None:
+    """``learners.exports.NumpyPolicy``, what the inference route acts with, in float32."""
+    algorithm, extra = LAYOUTS[case]
+    spec = _spec(make_spec, algorithm, Backend.TORCH, **extra)
+    env, learner = _checkpoint(spec, tmp_path / "full.safetensors")
+    policy = NumpyPolicy.load(tmp_path / "full.safetensors")
+    assert policy.nbytes > 0
+    memory = None
+    for observation, taken in _recorded(env, learner):
+        actions, memory = policy.forward(observation.obs, observation.avail_actions, memory)
+        assert (memory is None) == (policy.memory_size is None)
+        if policy.discrete:
             np.testing.assert_array_equal(actions, taken)
         else:
             np.testing.assert_allclose(actions, taken, rtol=0, atol=1e-6)
