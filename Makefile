@@ -4,7 +4,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-EXTRAS := torch,tensorflow,mindspore,dev
+EXTRAS := torch,tensorflow,mindspore,tracking,dev
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml examples/gridcoop/pyproject.toml | cksum | cut -d' ' -f1)
 
 .PHONY: install up test test-fast lint typecheck chromium benchmarks clean

@@ -177,6 +177,31 @@ class Client:
         """Queue a cancelled or failed experiment again, from its latest checkpoint."""
         return self._json("POST", f"/v1/experiments/{experiment_id}/resume")
 
+    def metric_points(self, experiment_id: str) -> Iterator[Json]:
+        """Every metric point of a run, ``{step, wall_time, name, value}`` (``value`` None where
+        it was not finite), by step then name, read page by page."""
+        after: int | None = None
+        while True:
+            params: dict[str, Any] = {"limit": 10000}
+            if after is not None:
+                params["after_step"] = after
+            page = self._json("GET", f"/v1/experiments/{experiment_id}/metrics", params=params)
+            yield from page["items"]
+            after = page["next_after_step"]
+            if after is None:
+                return
+
+    def sweep_runs(self, sweep_id: str) -> JsonList:
+        """Every run of a sweep (``list(sweep_id=...)``, all pages), oldest first."""
+        runs: JsonList = []
+        after: str | None = None
+        while True:
+            page = self.list(sweep_id=sweep_id, limit=500, after=after)
+            runs.extend(page["items"])
+            after = page["next_after"]
+            if after is None:
+                return runs[::-1]
+
     def act(
         self,
         experiment_id: str,

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from client import config, matches, sweeps
+from client import config, matches, sweeps, tracking_cli
 from client.api import ApiError, Client, Json
 from client.text import safe
 from client.watch import Watcher
@@ -77,7 +77,26 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     export = sub.add_parser(
         "export", help="download a checkpoint's policy alone (docs/using-results.md)"
     )
-    export.add_argument("experiment_id", metavar="ID")
+    export.add_argument(
+        "what",
+        nargs="+",
+        metavar="ID | tensorboard [ID ...] DIR | mlflow [ID ...]",
+        help="a run's id (its policy), or where its metrics go: TensorBoard event files under "
+        "DIR, or an MLflow tracking server",
+    )
+    export.add_argument(
+        "--sweep", default=None, metavar="ID", help="tensorboard, mlflow: every run of this sweep"
+    )
+    export.add_argument(
+        "--tracking-uri",
+        default=None,
+        help="mlflow: the tracking server (default: $MLFLOW_TRACKING_URI)",
+    )
+    export.add_argument(
+        "--experiment",
+        default="marlforge",
+        help="mlflow: the MLflow experiment to log into (made if missing)",
+    )
     export.add_argument(
         "--checkpoint", default="latest", help="best, latest (the default) or a checkpoint's id"
     )
@@ -115,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
             return VERB_FUNCTIONS[args.command](client, args)
     except config.MissingCredentials as exc:
         return _fail(str(exc), EXIT_AUTH)
-    except UsageError as exc:
+    except (UsageError, tracking_cli.TrackingUsage) as exc:
         return _fail(str(exc), EXIT_USAGE)
     except ApiError as exc:
         return report(exc)
@@ -358,7 +377,13 @@ def envs(client: Client, args: argparse.Namespace) -> int:
 
 
 def export(client: Client, args: argparse.Namespace) -> int:
-    """Download a checkpoint's policy-only export; print where it went and its (checked) sha256."""
+    """Download a checkpoint's policy-only export; print where it went and its (checked) sha256.
+    ``export tensorboard|mlflow ...``: a run's metrics to those tools (``client.tracking_cli``)."""
+    if args.what[0] in tracking_cli.TARGETS:
+        return tracking_cli.export(client, args)
+    if len(args.what) != 1:
+        raise UsageError("export takes one run's id (or tensorboard/mlflow first)")
+    args.experiment_id = args.what[0]
     path = args.output
     if path is None:
         listing = client.checkpoints(args.experiment_id)

@@ -196,6 +196,89 @@ def test_export_as_onnx_and_act_through_the_api_give_the_policys_actions(
         np.testing.assert_allclose(answer["actions"][agent], value, rtol=0, atol=1e-5)
 
 
+def _points(server: LiveServer, experiment_id: str) -> list[dict[str, Any]]:
+    """The run's metric points with a finite value, as the API serves them."""
+    with Client(server.url, server.key) as client:
+        return [p for p in client.metric_points(experiment_id) if p["value"] is not None]
+
+
+def test_export_tensorboard_writes_every_point_tensorboards_reader_reads_back(
+    finished: tuple[str, subprocess.CompletedProcess[str]],
+    live_server: LiveServer,
+    marlforge: Cli,
+    tmp_path: Path,
+) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    experiment_id, _ = finished
+    target = tmp_path / "tb"
+
+    done = marlforge(
+        "export", "tensorboard", experiment_id, str(target), "--json", env=_env(live_server)
+    )
+
+    assert done.returncode == 0, done.stderr
+    (said,) = json.loads(done.stdout)
+    points = _points(live_server, experiment_id)
+    assert said["points"] == len(points) > 0
+    reader = EventAccumulator(str(target / experiment_id), size_guidance={"scalars": 0})
+    reader.Reload()
+    names = sorted({p["name"] for p in points})
+    assert sorted(reader.Tags()["scalars"]) == names and said["metrics"] == len(names)
+    for name in names:
+        ours = [(p["step"], p["value"]) for p in points if p["name"] == name]
+        theirs = [(e.step, e.value) for e in reader.Scalars(name)]
+        assert [s for s, _ in theirs] == [s for s, _ in ours], name
+        np.testing.assert_allclose([v for _, v in theirs], [v for _, v in ours], rtol=1e-6)
+    assert {"marlforge/run", "marlforge/spec"} <= set(reader.Tags()["tensors"])
+    unusable = marlforge("export", "tensorboard", env=_env(live_server))
+    assert unusable.returncode == 2 and "DIR" in unusable.stderr
+
+
+def test_export_mlflow_logs_the_run_to_a_real_tracking_server(
+    finished: tuple[str, subprocess.CompletedProcess[str]],
+    live_server: LiveServer,
+    marlforge: Cli,
+    tmp_path: Path,
+) -> None:
+    from mlflow.tracking import MlflowClient
+
+    from tests.mlflow_support import mlflow_server
+
+    experiment_id, _ = finished
+    with mlflow_server(tmp_path / "mlflow") as uri:
+        args = ("export", "mlflow", experiment_id, "--tracking-uri", uri, "--json")
+        done = marlforge(*args, env=_env(live_server))
+
+        assert done.returncode == 0, done.stderr
+        (said,) = json.loads(done.stdout)
+        mlflow = MlflowClient(tracking_uri=uri)
+        run = mlflow.get_run(said["mlflow_run_id"])
+        spec = live_server.api.get(experiment_id)["spec"]
+        assert run.info.status == "FINISHED" and run.info.run_name == spec["name"]
+        assert run.data.tags["marlforge.experiment_id"] == experiment_id
+        assert run.data.params["algorithm"] == spec["algorithm"]
+        assert run.data.params["total_steps"] == str(spec["total_steps"])
+        assert len(run.data.params) == said["params"] > 10
+        points = _points(live_server, experiment_id)
+        assert said["points"] == len(points)
+        for name in {p["name"] for p in points}:
+            ours = sorted((p["step"], p["value"]) for p in points if p["name"] == name)
+            theirs = sorted(
+                (m.step, m.value) for m in mlflow.get_metric_history(run.info.run_id, name)
+            )
+            assert theirs == ours, name
+        (folder,) = mlflow.list_artifacts(run.info.run_id)
+        (artifact,) = mlflow.list_artifacts(run.info.run_id, folder.path)
+        assert artifact.path == said["artifact"] and artifact.path.endswith("-policy.safetensors")
+        local = Path(mlflow.download_artifacts(run.info.run_id, artifact.path, str(tmp_path)))
+        from learners.checkpoint import read_manifest
+
+        assert read_manifest(local).contents == "policy"
+        missing = marlforge("export", "mlflow", experiment_id, env=_env(live_server))
+        assert missing.returncode == 2 and "--tracking-uri" in missing.stderr
+
+
 def test_a_bad_spec_exits_1_naming_the_field_and_why(
     live_server: LiveServer,
     marlforge: Cli,
