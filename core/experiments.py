@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from core import idempotency
+from core import idempotency, warm_start
 from core.db import utcnow
 from core.enums import RESUMABLE_STATUSES, EventKind, ExperimentStatus, ResourceClass
 from core.errors import BrokerUnavailable, Conflict, NotFound
@@ -76,6 +76,7 @@ def submit(
         attempts=0,
         created_at=now,
         updated_at=now,
+        **warm_start.columns(spec.model_dump(mode="json")),
     )
     experiments = ExperimentRepository(session)
     experiments.add(experiment)

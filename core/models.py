@@ -184,6 +184,11 @@ class Experiment(Base):
     dispatched_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
     """When the reconciler last sent its message again (``core.reconcile``: the broker held
     none); NULL until it did."""
+    init_experiment_id: Mapped[str | None] = mapped_column(String(26), index=True)
+    """The run it warm-started from (its spec's ``init.experiment_id``); NULL for a fresh start."""
+    init_checkpoint_id: Mapped[str | None] = mapped_column(String(26), index=True)
+    """That run's checkpoint it starts from, resolved at submission (``core.warm_start``): kept
+    by its run's pruning while a warm start names it."""
 
 
 class ExperimentTag(Base):

@@ -5,7 +5,7 @@ import contracts (``tests/core/test_core_layers.py``) hold the service to this m
 1. Describe a run: the enums, the spec models and their errors, the algorithm catalogue, the
    environments a spec may name.
 2. Admit it: ``parse_spec``/``parse_edit``, the env and budget checks, the memory estimate, the
-   match-fit check, the published JSON Schema.
+   match-fit and warm-start-fit checks, the published JSON Schema.
 3. Run it: ``train`` and its hooks' metric points, ``play_match``, the backends' device lookups.
 
 Importing this module imports no deep-learning framework: a backend's framework is imported only
@@ -26,6 +26,7 @@ from learners.admission.match_fit import fit_errors
 from learners.admission.memory import MemoryEstimate
 from learners.admission.parse import parse_edit, parse_spec
 from learners.admission.schema import kwargs_properties, spec_json_schema
+from learners.admission.warm_fit import init_fit_errors
 from learners.backends import GPU_BACKENDS, describe_device, gpu_names, resolve_device
 from learners.checkpoint import CheckpointError
 from learners.enums import ActionKind, Algorithm, Backend, Device, EnvEngine, EnvSuite
@@ -56,6 +57,7 @@ from learners.spec import (
     EnvSpec,
     ExperimentSpec,
     FieldError,
+    InitSpec,
     Label,
     SpecEdit,
     SpecEnvelope,
@@ -94,6 +96,7 @@ __all__ = [
     "EnvSuite",
     "ExperimentSpec",
     "FieldError",
+    "InitSpec",
     "KwargRange",
     "MemoryEstimate",
     "MetricPoint",
@@ -113,6 +116,7 @@ __all__ = [
     "errors_from_validation",
     "fit_errors",
     "gpu_names",
+    "init_fit_errors",
     "kwarg_errors",
     "label_error",
     "kwarg_ranges",

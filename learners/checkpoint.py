@@ -120,6 +120,21 @@ def same_env(manifest_env: Mapping[str, Any], info: EnvInfo) -> bool:
     return dict(manifest_env) == current
 
 
+def same_spaces(manifest_env: Mapping[str, Any], info: EnvInfo) -> str | None:
+    """How a checkpoint's ``manifest.env`` and the env ``info`` differ in what shapes or labels
+    the networks (agents, teams, observation, state and action spaces), or None when they agree:
+    the number of copies and the time limit may differ (what a warm start may change)."""
+    current = env_info_to_json(info)
+    for key in ("num_envs", "max_episode_steps"):
+        current.pop(key)
+    for key, value in current.items():
+        if key in ("teams", "groups", "action_dims") and key not in manifest_env:
+            continue
+        if manifest_env.get(key) != value:
+            return f"its {key} is {manifest_env.get(key)}, this run's {value}"
+    return None
+
+
 def write(path: Path | str, tensors: Mapping[str, NDArray[Any]], manifest: Manifest) -> None:
     """Write one checkpoint file at ``path`` (the caller makes it atomic: temp file + rename)."""
     # (np.ascontiguousarray would turn 0-d counters into 1-d arrays.)

@@ -38,6 +38,13 @@ class AlgorithmConfig(BaseModel):
     # They are applied before the user's values, so a user can still override each of them.
     env_defaults: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
 
+    # What a warm start (``spec.init``) needs equal to its parent's: the hyperparameters that
+    # shape or define the acting network (``what: policy``) and every network, the optimisers'
+    # state and the value normaliser included (``what: all``). tests/learners/test_warm_start.py
+    # checks that no other field changes a tensor's name or shape.
+    policy_fields: ClassVar[tuple[str, ...]] = ()
+    network_fields: ClassVar[tuple[str, ...]] = ()
+
     @classmethod
     def defaults_for(cls, suite: str, env_id: str) -> dict[str, Any]:
         """The per-environment defaults for ``env_id`` (an exact id wins over a suite wildcard)."""

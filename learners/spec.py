@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
@@ -170,6 +170,31 @@ class CheckpointSpec(BaseModel):
     equal to ``every_steps`` (the default) or a divisor of it."""
 
 
+RUN_ID_PATTERN = r"^[0-9A-HJKMNP-TV-Z]{26}$"
+"""A run's or a checkpoint's id: a ULID in Crockford's base 32 (``core.ids``)."""
+
+
+class InitSpec(BaseModel):
+    """A warm start: the run begins from a checkpoint of another run of the same project instead
+    of fresh networks (fine-tuning, a curriculum, more steps on a variant of the env). Checked at
+    submission: the same algorithm, an env of the same spaces (agents, teams, observation, state
+    and action sizes) and the same network hyperparameters; the backend may differ."""
+
+    model_config = _STRICT
+
+    experiment_id: str = Field(pattern=RUN_ID_PATTERN)
+    """The run to start from: one of this project's."""
+    checkpoint_id: str = Field(default="latest", pattern=r"^(best|latest|[0-9A-HJKMNP-TV-Z]{26})$")
+    """Which of its checkpoints: ``latest``, ``best`` (the highest evaluation return) or a
+    checkpoint's id. The service resolves ``latest`` and ``best`` at submission: the stored spec
+    names the checkpoint the run starts from."""
+    what: Literal["policy", "all"] = "policy"
+    """``policy``: the acting network (and its target copy); the critics, mixers and optimisers
+    start fresh. ``all``: every network, the optimisers' moments and the value normaliser. Either
+    way the run keeps its own seed's generators and schedules, an empty buffer and its own step
+    axis from 0."""
+
+
 class SpecEnvelope(BaseModel):
     """The spec as submitted, before the algorithm-specific checks; ``hyperparameters`` is raw."""
 
@@ -212,6 +237,9 @@ class SpecEnvelope(BaseModel):
     """Fail the run at the first update whose loss is NaN or infinite, with the reason
     ``non-finite loss at step N: learner/<name> = nan``; ``false`` trains on regardless (such a
     value is stored as ``null``)."""
+    init: InitSpec | None = None
+    """Start from another run's checkpoint (a warm start) instead of fresh networks; omitted: a
+    fresh start."""
 
 
 class SpecEdit(BaseModel):

@@ -2,7 +2,8 @@
 
 It resolves the device, seeds everything, builds the envs and the learner from the registry, and
 hands a ``RunContext`` to the runner of the algorithm's kind; the runner reports through the hooks.
-Resuming loads a checkpoint's full state and continues on the same step axis.
+Resuming loads a checkpoint's full state and continues on the same step axis; a warm start
+(``spec.init``) loads another run's networks into a fresh run (``learners.warm_start``).
 
 Seeds: the learner's networks and exploration derive from ``spec.seed``; the runner's generator is
 the ``"runner"`` stream; training episodes are seeded from ``(seed, copy, episode)`` and evaluation
@@ -25,6 +26,7 @@ from learners.hooks import TrainingHooks
 from learners.registry import RunnerKind, entry
 from learners.runners.base import RunContext
 from learners.spec import ExperimentSpec
+from learners.warm_start import warm_start
 
 # Evaluation episodes play on at most this many env copies at once.
 MAX_EVAL_ENVS = 16
@@ -107,10 +109,13 @@ def train(
     *,
     resume_from: Path | None = None,
     on_resumed: Callable[[], None] | None = None,
+    init_from: Path | None = None,
 ) -> None:
     """Train ``spec`` to ``spec.total_steps`` (or until ``hooks.should_stop()``), reporting through
     ``hooks``; with ``resume_from``, continue the run that wrote that checkpoint, and call
-    ``on_resumed`` once it is loaded (the file is no longer needed: a caller may delete a copy)."""
+    ``on_resumed`` once it is loaded (the file is no longer needed: a caller may delete a copy).
+    Without it, ``init_from`` is the checkpoint ``spec.init`` names: the run warm-starts from it
+    (a resumed run continues its own checkpoint instead)."""
     algo = entry(spec.algorithm)
     if spec.backend not in algo.backends:
         raise ValueError(f"{spec.algorithm} is not built for the {spec.backend} backend")
@@ -131,6 +136,13 @@ def train(
             if on_resumed is not None:
                 on_resumed()
             hooks.log("info", f"resuming from the checkpoint at step {ctx.step}")
+        elif init_from is not None and spec.init is not None:
+            parent = warm_start(ctx.learner, Path(init_from), spec, env.info)
+            hooks.log(
+                "info",
+                f"warm start: took the {spec.init.what} of experiment {spec.init.experiment_id}'s "
+                f"checkpoint {spec.init.checkpoint_id} (step {parent.step:,}, {parent.backend})",
+            )
         hooks.log(
             "info",
             f"training {spec.algorithm} ({spec.backend}, {device}) on {spec.env.suite} "

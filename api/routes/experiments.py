@@ -22,7 +22,7 @@ from api.errors import check_cursor, error_responses, refused_as
 from api.idempotency import IdempotencyKeyHeader
 from api.schemas.experiments import ExperimentOut, ExperimentPage
 from core import experiments as service
-from core import registry
+from core import registry, warm_start
 from core.auth import Principal
 from core.enums import RESUMABLE_STATUSES, ExperimentStatus
 from core.ids import ID_PATTERN
@@ -82,6 +82,7 @@ def create_experiment(
     with refused_as("invalid_spec", "the spec"):
         spec = parse_spec(body)
         check_spec_bounds(spec, services.settings)
+        spec = warm_start.resolve(session, principal.project_id, spec)
     check_project_limits(session, principal.project_id, services.settings)
     actor = actor_of(principal)
     if claim is None:

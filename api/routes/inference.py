@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from fastapi.types import DecoratedCallable
-from pydantic import BaseModel, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from starlette.concurrency import run_in_threadpool
 
 from api.auth import ExperimentId, project_router
@@ -27,6 +27,9 @@ ACT_SCHEMA_NAME = "ActRequest"
 
 class ActRequest(BaseModel):
     """Observations to act on (the body is read as strict JSON and checked field by field)."""
+
+    # The route refuses any other field (``api.inference.act``): the schema says so.
+    model_config = ConfigDict(extra="forbid")
 
     observations: dict[str, JsonValue] | list[JsonValue] = Field(
         description="What the env returned: an object of per-agent observations (each a list of "

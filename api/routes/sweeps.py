@@ -16,6 +16,7 @@ from api.idempotency import IdempotencyKeyHeader
 from api.owned import owned_or_404
 from api.routes.experiments import actor_of
 from api.schemas.sweeps import SummaryOut, SweepOut, SweepPage
+from core import warm_start
 from core.errors import BrokerUnavailable
 from core.models import Sweep
 from core.quotas import check_project_limits, check_spec_bounds
@@ -81,10 +82,11 @@ def create_sweep(
         spec = space.parse_sweep(body)
         _check_size(spec, services.settings.sweep_max_runs)
 
-        def bounds(child: ExperimentSpec) -> None:
+        def admit(child: ExperimentSpec) -> ExperimentSpec:
             check_spec_bounds(child, services.settings)
+            return warm_start.resolve(session, principal.project_id, child)
 
-        expansion = space.expand(spec, bounds)
+        expansion = space.expand(spec, admit)
     check_project_limits(session, principal.project_id, services.settings, needs_slot=False)
     actor = actor_of(principal)
     if claim is None:

@@ -58,6 +58,29 @@ def _lease_state(row: Experiment, now: dt.datetime) -> str:
     return "silent" if now - beat > (expires - beat) / 4 else "held"
 
 
+class ParentOut(BaseModel):
+    """The checkpoint a warm-started run began from (its spec's ``init``, resolved)."""
+
+    experiment_id: str = Field(description="The run it started from (of the same project).")
+    checkpoint_id: str = Field(
+        description="That run's checkpoint, resolved at submission (`latest` and `best` become "
+        "an id); kept by that run's pruning while a warm start names it."
+    )
+    what: str = Field(description="`policy` or `all`: what the run took from the checkpoint.")
+
+    @classmethod
+    def of(cls, spec: dict[str, Any]) -> ParentOut | None:
+        """The parent a stored spec names, or None for a fresh start."""
+        init = spec.get("init")
+        if not init:
+            return None
+        return cls(
+            experiment_id=init["experiment_id"],
+            checkpoint_id=init["checkpoint_id"],
+            what=init.get("what", "policy"),
+        )
+
+
 class ExperimentOut(BaseModel):
     """An experiment: its full spec, status and progress."""
 
@@ -103,6 +126,11 @@ class ExperimentOut(BaseModel):
     sweep_config: str | None = Field(
         default=None, description="Its configuration's key within that sweep (`c0`, `c1`...)."
     )
+    parent: ParentOut | None = Field(
+        default=None,
+        description="The run and checkpoint it warm-started from (`spec.init`); null for a "
+        "fresh start.",
+    )
     created_by_key_id: str | None = Field(
         description="The key that submitted it (null for runs from before keys existed)."
     )
@@ -146,6 +174,7 @@ class ExperimentOut(BaseModel):
             queue_position=queue_position,
             sweep_id=row.sweep_id,
             sweep_config=row.sweep_config,
+            parent=ParentOut.of(row.spec or {}),
             created_by_key_id=row.created_by_key_id,
             created_at=row.created_at,
             updated_at=row.updated_at,

@@ -7,7 +7,7 @@ from sqlalchemy.orm import Session
 
 from core.db import utcnow
 from core.ids import new_id
-from core.models import Checkpoint
+from core.models import Checkpoint, Experiment
 
 
 class CheckpointRepository:
@@ -98,15 +98,24 @@ class CheckpointRepository:
     def beyond(
         self, experiment_id: str, keep_last: int, keep_best: bool = False
     ) -> list[Checkpoint]:
-        """The checkpoints older than the newest ``keep_last``, less the best when ``keep_best``."""
+        """The checkpoints older than the newest ``keep_last``, less the best when ``keep_best``
+        and less those a warm start names (``experiments.init_checkpoint_id``)."""
+        named = select(Experiment.init_checkpoint_id).where(
+            Experiment.init_experiment_id == experiment_id
+        )
         query = (
             select(Checkpoint)
             .where(Checkpoint.experiment_id == experiment_id)
             .order_by(Checkpoint.step.desc())
             .offset(keep_last)
         )
+        kept = set(self.session.scalars(named))
         best = self.best(experiment_id) if keep_best else None
-        return [r for r in self.session.scalars(query) if best is None or r.id != best.id]
+        return [
+            r
+            for r in self.session.scalars(query)
+            if (best is None or r.id != best.id) and r.id not in kept
+        ]
 
     def after(self, experiment_id: str, step: int) -> list[Checkpoint]:
         """The checkpoints taken after ``step``."""

@@ -13,7 +13,7 @@ from enum import StrEnum
 
 from sqlalchemy.orm import Session
 
-from core import idempotency
+from core import idempotency, warm_start
 from core.db import utcnow
 from core.enums import RESUMABLE_STATUSES, ExperimentStatus
 from core.errors import NotFound
@@ -133,6 +133,7 @@ def submit(
             attempts=0,
             sweep_id=sweep.id,
             sweep_config=child.config,
+            **warm_start.columns(child.spec),
             created_at=now,
             updated_at=now,
         )

@@ -150,10 +150,13 @@ def configurations(space: SearchSpace) -> list[Configuration]:
     return [Configuration(key=f"c{i}", params=params) for i, params in enumerate(points)]
 
 
-def expand(sweep: SweepSpec, check: Callable[[ExperimentSpec], None] | None = None) -> Expansion:
+def expand(
+    sweep: SweepSpec, check: Callable[[ExperimentSpec], ExperimentSpec] | None = None
+) -> Expansion:
     """Every run of the sweep as a validated spec, or ``SpecError`` naming what would fail;
-    ``check`` is a further test of each parsed spec that raises ``SpecError`` (the deployment's
-    bounds: ``core.quotas.check_spec_bounds``)."""
+    ``check`` is a further step on each parsed spec that raises ``SpecError`` or returns the spec
+    to store (the deployment's bounds, ``core.quotas.check_spec_bounds``; a warm start resolved
+    to its checkpoint, ``core.warm_start.resolve``)."""
     configs = configurations(sweep.space)
     seeds = seeds_of(sweep)
     name = sweep.name or str(sweep.base.get("name", "")) or "sweep"
@@ -166,7 +169,7 @@ def expand(sweep: SweepSpec, check: Callable[[ExperimentSpec], None] | None = No
             try:
                 parsed = parse_spec(spec)
                 if check is not None:
-                    check(parsed)
+                    parsed = check(parsed)
             except SpecError as exc:
                 for error in exc.errors:
                     located = _locate(error, config, sweep.space)

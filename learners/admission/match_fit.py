@@ -17,7 +17,7 @@ from learners.spec import EnvSpec
 
 
 @dataclass(frozen=True)
-class _Seats:
+class Seats:
     """What a policy acting for every agent of an env is shaped by."""
 
     teams: tuple[str, ...]
@@ -27,10 +27,10 @@ class _Seats:
     action_dim: int
 
 
-def _seats(env: EnvSpec) -> _Seats:
+def seats(env: EnvSpec) -> Seats:
     if env.suite == EnvSuite.MPE and env.id in CLASSIC_MPE_ENVS:
         info = _scenario_info(env.id, json.dumps(dict(env.kwargs), sort_keys=True))
-        return _Seats(
+        return Seats(
             info.teams,
             info.obs_dims,
             info.obs_dim,
@@ -41,7 +41,7 @@ def _seats(env: EnvSpec) -> _Seats:
     teams = suite(env.suite).teams(env.id, env.kwargs)
     if len(teams) != shape.num_agents:
         teams = ("agent",) * shape.num_agents
-    return _Seats(
+    return Seats(
         teams, (shape.obs_dim,) * shape.num_agents, shape.obs_dim, shape.discrete, shape.action_dim
     )
 
@@ -68,7 +68,7 @@ def fit_errors(match_env: EnvSpec, team: str, trained_env: EnvSpec) -> list[str]
     teams = scenario_teams(match_env.suite, match_env.id)
     if team not in teams:
         return [f"the scenario has no team '{team}' (its teams: {', '.join(teams)})"]
-    trained, here = _seats(trained_env), _seats(match_env)
+    trained, here = seats(trained_env), seats(match_env)
     errors: list[str] = []
     if len(trained.teams) != len(here.teams):
         errors.append(f"trained with {len(trained.teams)} agents, the match has {len(here.teams)}")
@@ -83,7 +83,7 @@ def fit_errors(match_env: EnvSpec, team: str, trained_env: EnvSpec) -> list[str]
     return errors
 
 
-def _obs_errors(team: str, trained: _Seats, here: _Seats) -> list[str]:
+def _obs_errors(team: str, trained: Seats, here: Seats) -> list[str]:
     dims_trained = {d for d, t in zip(trained.obs_dims, trained.teams, strict=True) if t == team}
     dims_here = {d for d, t in zip(here.obs_dims, here.teams, strict=True) if t == team}
     if dims_trained != dims_here:

@@ -42,6 +42,8 @@ class DDPGConfig(AlgorithmConfig):
     """Hyperparameters of DDPG. The defaults learn Pendulum-v1 within 20,000 env steps."""
 
     env_defaults: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
+    policy_fields: ClassVar[tuple[str, ...]] = ("hidden_sizes",)
+    network_fields: ClassVar[tuple[str, ...]] = ("hidden_sizes",)
 
     learning_rate_actor: float = Field(default=1e-3, gt=0, le=1)
     """Adam step size of the actor."""

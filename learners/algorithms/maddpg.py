@@ -62,6 +62,9 @@ class MADDPGConfig(DDPGConfig):
         },
     }
 
+    policy_fields: ClassVar[tuple[str, ...]] = ("hidden_sizes", "share_parameters")
+    network_fields: ClassVar[tuple[str, ...]] = (*policy_fields, "centralised_critic")
+
     share_parameters: bool = True
     """One actor and one critic per team, shared by the team's agents and told apart by one-hot
     agent ids (never shared across teams: a cooperative scenario's one team shares one of each);

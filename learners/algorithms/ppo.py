@@ -68,6 +68,14 @@ class PPOConfig(AlgorithmConfig):
     """Hyperparameters shared by MAPPO and IPPO. The defaults learn simple_spread_v3."""
 
     env_defaults: ClassVar[Mapping[str, Mapping[str, Any]]] = {"mpe:*": _MPE_DEFAULTS}
+    policy_fields: ClassVar[tuple[str, ...]] = (
+        "hidden_sizes",
+        "activation",
+        "share_parameters",
+        "recurrent",
+        "rnn_hidden_size",
+    )
+    network_fields: ClassVar[tuple[str, ...]] = (*policy_fields, "value_norm")
     centralised_critic: ClassVar[bool]
     """Whether the critic sees the global state (MAPPO) or only the agent's observation (IPPO)."""
 
@@ -150,6 +158,7 @@ class MAPPOConfig(PPOConfig):
     """MAPPO: PPO with a centralised critic on the global state."""
 
     centralised_critic: ClassVar[bool] = True
+    network_fields: ClassVar[tuple[str, ...]] = (*PPOConfig.network_fields, "agent_specific_state")
     agent_specific_state: bool = False
     """The critic sees the global state followed by the agent's own observation (Yu et al.'s
     agent-specific global state) instead of the global state alone."""

@@ -57,6 +57,20 @@ class WQMIXConfig(AlgorithmConfig):
     the MPE overrides (``gamma`` 0.9, ``batch_size`` 256), learn simple_spread_v3."""
 
     env_defaults: ClassVar[Mapping[str, Mapping[str, Any]]] = {"mpe:*": _MPE_DEFAULTS}
+    policy_fields: ClassVar[tuple[str, ...]] = (
+        "hidden_sizes",
+        "recurrent",
+        "rnn_hidden_size",
+        "share_parameters",
+    )
+    network_fields: ClassVar[tuple[str, ...]] = (
+        *policy_fields,
+        "mixing_embed_dim",
+        "hypernet_hidden",
+        "central_mixer_hidden",
+        "central_mixer_layers",
+        "central_mixer_value",
+    )
 
     weighting: Literal["ow", "cw"] = "ow"
     """``ow``: optimistic weighting (full weight where Q_tot < target); ``cw``: central weighting

@@ -31,6 +31,7 @@ BEYOND_THE_SCHEMA = [
     ("device", "backend cannot use a GPU"),  # cuda on a backend without one (mindspore)
     ("checkpoint.every_steps", "MARLFORGE_RUN_MAX_CHECKPOINTS"),  # total_steps / every_steps
     ("checkpoint.keep_last", "MARLFORGE_RUN_MAX_CHECKPOINT_MB"),  # kept times a checkpoint's size
+    ("init.experiment_id", "in this project"),  # a warm start names a run the project must have
 ]
 
 

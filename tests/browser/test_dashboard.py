@@ -231,6 +231,30 @@ def test_a_run_shows_its_device_and_one_that_needs_a_gpu_why_it_waits(
         service.http.post(f"/v1/experiments/{created['id']}/cancel")
 
 
+def test_a_warm_started_run_links_the_run_it_started_from(
+    page: Page, service: Api, tiny_spec: Any
+) -> None:
+    parent = service.get(RUNS["trained"])
+    init = {"experiment_id": parent["id"], "what": "all"}
+    created = service.submit(tiny_spec(total_steps=500_000, name="browser-warm", init=init))
+    try:
+        page.open(f"#/runs/{created['id']}")
+        link = page.tab.locator("#run-parent")
+        link.wait_for()
+        assert link.inner_text() == parent["name"]
+        checkpoint = created["parent"]["checkpoint_id"]
+        assert (
+            f"all of checkpoint {checkpoint}"
+            in page.tab.locator("#about, .facts").first.inner_text()
+        )
+        link.click()
+        page.tab.wait_for_url(re.compile(f"#/runs/{parent['id']}$"))
+        page.tab.locator("#run-name").wait_for()
+        assert page.tab.locator("#run-parent").count() == 0
+    finally:
+        service.http.post(f"/v1/experiments/{created['id']}/cancel")
+
+
 def test_two_runs_can_be_compared(page: Page) -> None:
     trained, cancelled = RUNS["trained"], RUNS["cancelled"]
     page.open("#/")

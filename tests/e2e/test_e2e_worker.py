@@ -143,3 +143,53 @@ def test_a_playing_match_is_cancelled_and_its_worker_stops_it(stack: Api) -> Non
         time.sleep(0.2)
     ended = stack.http.get(f"/v1/matches/{playing['id']}").json()
     assert ended["status"] == "cancelled" and ended["result"] is None
+
+
+def test_a_run_warm_starts_from_another_runs_checkpoint(
+    stack: Api, tiny_spec: Callable[..., dict[str, Any]], tmp_path: Path
+) -> None:
+    """Runs shorter than learning_starts make no update: their checkpoint holds what they took."""
+    parent = stack.submit(tiny_spec(total_steps=400, name="parent"))
+    stack.wait_until(parent["id"], {"succeeded"})
+    latest = stack.checkpoints(parent["id"])[-1]
+    children = {
+        what: stack.submit(
+            tiny_spec(
+                total_steps=40,
+                name=f"warm {what}",
+                init={"experiment_id": parent["id"], "what": what},
+            )
+        )  # fmt: skip
+        for what in ("policy", "all")
+    }
+    taken = _tensors(stack, parent["id"], latest["id"], tmp_path / "parent.ckpt")
+    for what, child in children.items():
+        assert child["parent"] == {
+            "experiment_id": parent["id"], "checkpoint_id": latest["id"], "what": what
+        }  # fmt: skip
+        stack.wait_until(child["id"], {"succeeded"})
+        logs = stack.http.get(
+            f"/v1/experiments/{child['id']}/events", params={"format": "json", "kinds": "log"}
+        ).json()
+        messages = [e["data"]["message"] for e in logs["items"]]
+        took = f"warm start: took the {what} of experiment {parent['id']}'s checkpoint"
+        assert any(took in m for m in messages), messages
+        own = stack.checkpoints(child["id"])[-1]
+        assert own["step"] == 40
+        mine = _tensors(stack, child["id"], own["id"], tmp_path / f"{what}.ckpt")
+        actor = [n for n in taken if n.startswith("actor.")]
+        assert actor and all(np.array_equal(mine[n], taken[n]) for n in actor)
+        # policy: the target starts at the policy it tracks; all: at the parent's target.
+        target = {n: taken[n if what == "policy" else f"target_{n}"] for n in actor}
+        assert all(np.array_equal(mine[f"target_{n}"], target[n]) for n in actor)
+        critic = np.array_equal(mine["critic.layers.0.weight"], taken["critic.layers.0.weight"])
+        assert critic == (what == "all")
+
+
+def _tensors(stack: Api, experiment_id: str, checkpoint_id: str, path: Path) -> dict[str, Any]:
+    from learners.checkpoint import read
+
+    response = stack.http.get(f"/v1/experiments/{experiment_id}/checkpoints/{checkpoint_id}/file")
+    assert response.status_code == 200
+    path.write_bytes(response.content)
+    return read(path)[0]

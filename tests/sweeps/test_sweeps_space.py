@@ -150,9 +150,10 @@ def test_a_bad_base_is_named_once_not_once_per_child(base: dict[str, Any]) -> No
 
 
 def test_a_problem_only_some_combinations_have_names_them(base: dict[str, Any]) -> None:
-    def small_only(spec: Any) -> None:
+    def small_only(spec: Any) -> Any:
         if spec.env.num_envs * spec.hyperparameters["batch_size"] > 8 * 256:
             raise SpecError([FieldError("backend", "over the memory budget")])
+        return spec
 
     grid = {"grid": {"env.num_envs": [1, 16], "hyperparameters.batch_size": [128, 256]}}
     sweep = space.parse_sweep({"base": base, "space": grid})
@@ -174,9 +175,10 @@ def test_an_unknown_path_is_refused_on_its_swept_field(base: dict[str, Any]) -> 
 
 
 def test_a_bound_check_is_applied_to_each_child(base: dict[str, Any]) -> None:
-    def at_most_four_envs(spec: Any) -> None:
+    def at_most_four_envs(spec: Any) -> Any:
         if spec.env.num_envs > 4:
             raise SpecError([FieldError("env.num_envs", "more than 4 envs")])
+        return spec
 
     sweep = space.parse_sweep({"base": base, "space": {"grid": {"env.num_envs": [2, 8]}}})
     with pytest.raises(SpecError) as caught:
@@ -259,6 +261,10 @@ def test_every_example_sweep_expands_within_the_default_bounds(example: Path) ->
     settings = Settings(database_url="sqlite://")
     sweep = space.parse_sweep(json.loads(example.read_text()))
 
-    expansion = space.expand(sweep, lambda spec: check_spec_bounds(spec, settings))
+    def bounded(spec: Any) -> Any:
+        check_spec_bounds(spec, settings)
+        return spec
+
+    expansion = space.expand(sweep, bounded)
 
     assert len(expansion.children) == space.run_count(sweep) > 1

@@ -441,3 +441,41 @@ def test_a_resume_whose_checkpoint_file_is_gone_fails_and_keeps_every_record(
     )
     assert _checkpoint_steps(session_factory, experiment_id) == checkpoints == [200, 400]
     assert _metric_keys(session_factory, experiment_id) == metrics
+
+
+def test_a_warm_start_whose_checkpoint_is_gone_or_does_not_fit_fails_by_name(
+    submit: Callable[..., str],
+    tiny_spec: Callable[..., dict[str, Any]],
+    session_factory: sessionmaker[Session],
+    storage: FilesystemStore,
+    limits: RunLimits,
+) -> None:
+    """The worker checks again what the API checked at submission: a spec stored before the
+    parent's file went (or one that never passed the API) fails with the reason, and the
+    parent's records are untouched."""
+    parent = submit(tiny_spec(total_steps=400))
+    assert run_experiment(parent, session_factory, storage, limits) == Outcome.DONE
+    with session_factory() as session:
+        first, last = CheckpointRepository(session).all_of(parent)
+    init = {"experiment_id": parent, "checkpoint_id": last.id}
+    narrow = tiny_spec(total_steps=40, init={**init, "checkpoint_id": first.id})
+    narrow["hyperparameters"] = {**narrow["hyperparameters"], "hidden_sizes": [16, 16]}
+    misfit = submit(narrow)
+    assert run_experiment(misfit, session_factory, storage, limits) == Outcome.DONE
+    row = _experiment(session_factory, misfit)
+    assert row.status == S.FAILED
+    assert "in the checkpoint" in (row.status_reason or "")
+    assert "(networks of other sizes)" in (row.status_reason or "")
+
+    gone = submit(tiny_spec(total_steps=40, init=init))
+    storage.checkpoint_dir(parent).joinpath("step-000000000400.ckpt").unlink()
+    assert run_experiment(gone, session_factory, storage, limits) == Outcome.DONE
+    row = _experiment(session_factory, gone)
+    assert row.status == S.FAILED and row.step == 0
+    assert row.status_reason == (
+        f"the checkpoint {last.id} of experiment {parent} (init) is missing from the artifact "
+        "storage"
+    )
+    assert _checkpoint_steps(session_factory, parent) == [200, 400]
+    assert _experiment(session_factory, parent).status == S.SUCCEEDED
+    assert not (storage.cache_dir / "init" / f"{gone}.ckpt").exists()

@@ -3,11 +3,13 @@
 ``run_experiment`` claims the experiment (``queued -> running``, under this worker's lease) and
 trains it in a child process (``workers.supervisor``) while the worker renews the lease
 (``workers.runs.lease``). The child (``train_claimed``) finds the checkpoint to resume from
-(``workers.runs.resume``), runs ``learners.training.train`` with database-backed hooks, and
-records how it ended (``workers.runs.held``): ``succeeded``, ``failed`` with the error's message,
-``cancelled``, or back to ``queued`` when the worker itself is shutting down (the caller then
-returns the job to the broker). When the worker kills the child (over its memory budget, deaf to a
-cancel or a shutdown past the grace) or the child dies, the worker records the end instead.
+(``workers.runs.resume``) or, at a warm-started run's first start, the checkpoint it begins
+from (``workers.runs.warm_start``), runs ``learners.training.train`` with database-backed hooks,
+and records how it ended (``workers.runs.held``): ``succeeded``, ``failed`` with the error's
+message, ``cancelled``, or back to ``queued`` when the worker itself is shutting down (the caller
+then returns the job to the broker). When the worker kills the child (over its memory budget,
+deaf to a cancel or a shutdown past the grace) or the child dies, the worker records the end
+instead.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from workers.presence import served_suites
 from workers.runs.held import HeldRun
 from workers.runs.lease import Lease
 from workers.runs.resume import discard_leftovers, prepare_resume, resume_copy
+from workers.runs.warm_start import init_copy, prepare_init
 from workers.supervisor import Ending, supervise
 from workers.threads import limit_threads
 
@@ -125,13 +128,23 @@ def _train(
     # A run that fails before it trains (its checkpoint is missing) keeps the step it shows.
     hooks.step = retry_transient(run.step, "reading the run's step")
     copy = resume_copy(storage, experiment_id)
+    parent_copy = init_copy(storage, experiment_id)
     try:
         from learners.api import train
 
         run.record_device(spec)
         resume_from = prepare_resume(experiment_id, session_factory, storage, hooks, copy)
-        # The copy goes once the run has loaded it: a checkpoint holds a replay buffer's worth.
-        train(spec, hooks, resume_from=resume_from, on_resumed=lambda: copy.unlink(missing_ok=True))
+        init_from = None
+        if resume_from is None:
+            init_from = prepare_init(spec, session_factory, storage, hooks, parent_copy)
+        # A copy goes once the run has loaded it: a checkpoint holds a replay buffer's worth.
+        train(
+            spec,
+            hooks,
+            resume_from=resume_from,
+            on_resumed=lambda: copy.unlink(missing_ok=True),
+            init_from=init_from,
+        )
         hooks.flush()
     except Exception as exc:
         log.exception("experiment %s failed", experiment_id)
@@ -141,6 +154,7 @@ def _train(
         return Outcome.DONE
     finally:
         copy.unlink(missing_ok=True)
+        parent_copy.unlink(missing_ok=True)
     return run.end_after_training(hooks, job.limits)
 
 

@@ -33,6 +33,11 @@ def resume_copy(storage: ArtifactStore, experiment_id: str) -> Path:
     return storage.cache_dir / "resume" / f"{experiment_id}.ckpt"
 
 
+def init_copy(storage: ArtifactStore, experiment_id: str) -> Path:
+    """This host's copy of the checkpoint a run warm-starts from (``workers.runs.warm_start``)."""
+    return storage.cache_dir / "init" / f"{experiment_id}.ckpt"
+
+
 def prepare_resume(
     experiment_id: str,
     session_factory: sessionmaker[Session],
@@ -71,8 +76,9 @@ def prepare_resume(
 def discard_leftovers(storage: ArtifactStore, experiment_id: str) -> None:
     """Clear what a run's process left when it was killed or died: a checkpoint it was writing is
     a temporary file (or an unfinished upload), never recorded; the copy it resumed from is this
-    host's."""
+    host's, as is the one it warm-started from (``init_copy``)."""
     resume_copy(storage, experiment_id).unlink(missing_ok=True)
+    init_copy(storage, experiment_id).unlink(missing_ok=True)
     try:
         storage.remove_partials(checkpoint_prefix(experiment_id))
     except StoreError as exc:
@@ -81,18 +87,30 @@ def discard_leftovers(storage: ArtifactStore, experiment_id: str) -> None:
 
 def _fetch(storage: ArtifactStore, latest: Checkpoint, copy: Path) -> None:
     at = f"the checkpoint at step {latest.step:,} ({latest.path})"
-    kept = "so the run cannot continue from it; its records are kept"
+    fetch_checkpoint(
+        storage, latest, copy, at, "so the run cannot continue from it; its records are kept"
+    )
+
+
+def fetch_checkpoint(
+    storage: ArtifactStore, row: Checkpoint, copy: Path, at: str, then: str | None = None
+) -> None:
+    """Copy the checkpoint of ``row`` to ``copy``, checked against its sha256, or
+    ``MissingCheckpoint`` saying ``at`` is missing, corrupt or unreadable (and ``then``)."""
+    tail = f", {then}" if then else ""
     try:
-        verified_copy(storage, latest.path, latest.sha256, copy)
+        verified_copy(storage, row.path, row.sha256, copy)
     except ObjectMissing:
-        raise MissingCheckpoint(f"{at} is missing from the artifact storage, {kept}") from None
+        raise MissingCheckpoint(f"{at} is missing from the artifact storage{tail}") from None
     except ObjectCorrupt as exc:
         raise MissingCheckpoint(
             f"{at} is corrupt in the artifact storage (its sha256 is {exc.actual}, its record "
-            f"says {exc.expected}), {kept}"
+            f"says {exc.expected}){tail}"
         ) from None
     except StoreError as exc:
-        raise MissingCheckpoint(f"{at} could not be read: {exc}; {kept}") from None
+        raise MissingCheckpoint(
+            f"{at} could not be read: {exc}{'; ' + then if then else ''}"
+        ) from None
 
 
 def _latest_checkpoint(

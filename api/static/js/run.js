@@ -2,7 +2,7 @@
 // by its event stream, status timeline, checkpoints with downloads and replays (the best by
 // evaluation return marked, and downloadable as such), logs, the full spec, cancel and resume; on a
 // scenario with several teams, a link that starts a match with this run's policy; a sweep's run
-// links to its sweep.
+// links to its sweep, a warm-started run to the run it started from.
 //
 // The charts start from the downsampled series (GET /v1/metrics), whose `event_cursors` say where
 // the stream must start so that no point is missed; the stream then appends every new point.
@@ -54,6 +54,8 @@ export async function mount(root, params, id) {
   const catalogue = canWrite() ? await api("/v1/algorithms").catch(() => []) : [];
   const competitive = competitiveScenarios(catalogue).has(run.spec.env.id);
   const sweep = run.sweep_id ? await api(`/v1/sweeps/${run.sweep_id}`).catch(() => null) : null;
+  // A warm-started run links the run it started from (its spec's init, resolved).
+  const parent = run.parent ? await api(`/v1/experiments/${run.parent.experiment_id}`).catch(() => null) : null;
   const charts = new Map(CHARTS.map((c) => [c.id, new LineChart({ title: c.title, id: c.id })]));
   const header = h("div", { class: "card" });
   // Not redrawn with the header (which follows the run every few seconds): an open edit form
@@ -96,6 +98,9 @@ export async function mount(root, params, id) {
         run.sweep_id && fact("Sweep", h("span", {},
           h("a", { href: `#/sweeps/${run.sweep_id}`, id: "run-sweep" }, sweep ? sweep.name : run.sweep_id),
           ` · ${run.sweep_config}`)),
+        run.parent && fact("Started from", h("span", {},
+          h("a", { href: `#/runs/${run.parent.experiment_id}`, id: "run-parent" }, parent ? parent.name : run.parent.experiment_id),
+          ` · ${run.parent.what} of checkpoint ${run.parent.checkpoint_id}`)),
         fact("Algorithm", run.algorithm), fact("Backend", run.backend), fact("Environment", envName(run.spec)),
         fact("Step", `${num(run.progress.step)} / ${num(run.progress.total_steps)}`),
         fact("Return", num(run.latest_metrics["train/episode_return"]?.value)),
