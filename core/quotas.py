@@ -14,12 +14,14 @@ import datetime as dt
 import math
 import os
 
+from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from core.db import utcnow
 from core.enums import ExperimentStatus
 from core.errors import QuotaExceeded
-from core.repositories import ExperimentRepository, ProjectRepository
+from core.models import Experiment
+from core.repositories import CheckpointRepository, ExperimentRepository, ProjectRepository
 from core.repositories.matches import MatchRepository
 from core.repositories.sweeps import SweepRepository
 from core.settings import Settings
@@ -37,6 +39,8 @@ def _variable(field: str) -> str:
     """The environment variable that sets ``Settings.<field>``, for a refusal's reason."""
     return f"{Settings.model_config.get('env_prefix', '')}{field.upper()}"
 
+
+MIB = 2**20
 
 BUDGET_VARIABLE = _variable("run_memory_mb")
 """The environment variable that sets the per-run budget, for the refusal's reason."""
@@ -141,6 +145,44 @@ def check_project_limits(
                 "cancel one or wait for one to finish"
             )
     _check_rate(session, project_id, settings)
+
+
+def kept_checkpoint_mib(spec: ExperimentSpec, settings: Settings) -> float:
+    """The estimated MiB of the checkpoints ``spec``'s run keeps at once (``keep_last``, and the
+    best with ``keep_best``)."""
+    estimate = _assess(spec, settings).estimate
+    if estimate is None:
+        return 0.0
+    return (spec.checkpoint.keep_last + int(spec.checkpoint.keep_best)) * checkpoint_mib(estimate)
+
+
+def resumed_checkpoint_mib(session: Session, experiment: Experiment, settings: Settings) -> float:
+    """What resuming ``experiment`` may add to its project's checkpoints: its estimated kept
+    ones less what it stores already (0 for a stored spec this code no longer reads)."""
+    try:
+        spec = ExperimentSpec.model_validate(experiment.spec)
+    except ValidationError:
+        return 0.0
+    own = CheckpointRepository(session).run_bytes(experiment.id) / MIB
+    return max(0.0, kept_checkpoint_mib(spec, settings) - own)
+
+
+def check_project_storage(
+    session: Session, project_id: str, wanted_mib: float, settings: Settings
+) -> None:
+    """Raise ``QuotaExceeded`` when the project's recorded checkpoints and ``wanted_mib`` more
+    (the submission's runs', ``kept_checkpoint_mib``) would pass
+    ``settings.project_max_artifact_mb``. Each run is held to it again as it writes
+    (``workers.hooks``)."""
+    used = CheckpointRepository(session).project_bytes(project_id) / MIB
+    limit = settings.project_max_artifact_mb
+    if used + wanted_mib > limit:
+        raise QuotaExceeded(
+            f"the project keeps {used:,.0f} MiB of checkpoints and this would keep about "
+            f"{wanted_mib:,.0f} MiB more, past its limit "
+            f"({_variable('project_max_artifact_mb')}={limit:,} MiB); keep fewer checkpoints "
+            "(checkpoint.keep_last) or ask an operator to raise the limit"
+        )
 
 
 def check_match_limits(session: Session, project_id: str, settings: Settings) -> None:

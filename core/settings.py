@@ -136,9 +136,16 @@ class Settings(BaseSettings):
     """The most checkpoints one run may write (``total_steps / checkpoint.every_steps``); a spec
     past it is refused at submission (a 422 naming ``checkpoint.every_steps``)."""
     run_max_checkpoint_mb: int = Field(default=32_768, ge=1)
-    """The estimated MiB of the checkpoints one run may keep at once (``checkpoint.keep_last``,
-    plus the best, times the networks and the replay buffer a checkpoint holds); a spec past it
-    is refused at submission (a 422 naming ``checkpoint.keep_last``)."""
+    """The MiB of checkpoints one run may keep at once (``checkpoint.keep_last``, plus the best,
+    times the networks and the replay buffer a checkpoint holds): a spec whose estimate is past
+    it is refused at submission (a 422 naming ``checkpoint.keep_last``), and a run whose
+    checkpoint would take its kept files past it is failed with the reason, its earlier
+    checkpoints kept."""
+    project_max_artifact_mb: int = Field(default=262_144, ge=1)
+    """The MiB of checkpoints one project may keep in the artifact store, over all its runs
+    (256 GiB by default): a submission whose runs' estimated checkpoints would take the project
+    past it is refused (429), and a run whose checkpoint would is failed with the reason, its
+    earlier checkpoints kept. ``run_max_checkpoint_mb`` bounds one run's the same way."""
     cancel_grace_s: float = Field(default=60.0, gt=0)
     """How long a running job has to honour a cancel before its worker kills it."""
     worker_threads: int = Field(default=1, ge=1, le=1024)

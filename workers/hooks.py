@@ -62,6 +62,13 @@ class ArtifactWriteError(OSError):
     """A checkpoint could not be written to the artifact storage."""
 
 
+class ArtifactQuotaExceeded(RuntimeError):
+    """A checkpoint would take the run's or its project's kept checkpoints past their limit."""
+
+
+MIB = 2**20
+
+
 class DatabaseHooks:
     """Training hooks that persist to the database and the artifact storage."""
 
@@ -79,12 +86,21 @@ class DatabaseHooks:
         shutdown_requested: Callable[[], bool] = lambda: False,
         worker_id: str | None = None,
         upload_retry_s: float = 0.0,
+        max_run_bytes: int | None = None,
+        max_project_bytes: int | None = None,
     ) -> None:
         """``worker_id``: the worker whose lease the run holds; every write is conditional on
         still holding it. None only where the hooks are driven by hand (tests, benchmarks).
         ``upload_retry_s``: how long a checkpoint upload the store refused is tried again (with
-        backoff) before the run fails, so that a store restarting costs a run nothing."""
+        backoff) before the run fails, so that a store restarting costs a run nothing.
+        ``max_run_bytes``, ``max_project_bytes``: the bytes of checkpoints the run, and every run
+        of its project together, may keep (``MARLFORGE_RUN_MAX_CHECKPOINT_MB``,
+        ``MARLFORGE_PROJECT_MAX_ARTIFACT_MB``): a checkpoint past either is not recorded, its
+        file is deleted, and the run fails with ``ArtifactQuotaExceeded``, its earlier
+        checkpoints kept. None: no limit."""
         self.experiment_id = experiment_id
+        self.max_run_bytes = max_run_bytes
+        self.max_project_bytes = max_project_bytes
         self.upload_retry_s = upload_retry_s
         self.worker_id = worker_id
         self.session_factory = session_factory
@@ -144,10 +160,20 @@ class DatabaseHooks:
                 f"storage ({self.storage.url}): {exc}"
             ) from exc
         eval_return = self._eval[1] if self._eval and self._eval[0] == int(step) else None
-        pruned = retry_transient(
+        pruned, refusal = retry_transient(
             lambda: self._record_checkpoint(int(step), stored, eval_return),
             "recording a checkpoint",
         )
+        if refusal is not None:
+            refused, replaced = refusal
+            if not replaced:
+                try:
+                    self.storage.delete(stored.key)
+                except StoreError as exc:
+                    log.warning(
+                        "[%s] could not delete a refused checkpoint: %s", self.experiment_id, exc
+                    )
+            raise ArtifactQuotaExceeded(refused)
         # Files go only after their records: a crash in between leaves an orphan file, never a
         # record pointing at nothing.
         for old in pruned:
@@ -184,16 +210,22 @@ class DatabaseHooks:
 
     def _record_checkpoint(
         self, step: int, stored: StoredObject, eval_return: float | None
-    ) -> list[Checkpoint]:
+    ) -> tuple[list[Checkpoint], tuple[str, bool] | None]:
         """Record the checkpoint file and prune the oldest (never the best, with ``keep_best``);
-        the pruned rows."""
+        the pruned rows. Past a storage limit nothing changes: no rows, and the reason with
+        whether the key was recorded before (its file then is an earlier checkpoint's)."""
         with self.session_factory() as session:
             checkpoints = CheckpointRepository(session)
+            replaced = any(r.path == stored.key for r in checkpoints.all_of(self.experiment_id))
             row = checkpoints.record(
                 self.experiment_id, step, stored.key, stored.size_bytes, stored.sha256, eval_return
             )
             pruned = checkpoints.beyond(self.experiment_id, self.keep_last, self.keep_best)
             checkpoints.delete(pruned)
+            refused = self._over_limit(session, step, stored.size_bytes)
+            if refused is not None:
+                session.rollback()
+                return [], (refused, replaced)
             best = checkpoints.best(self.experiment_id)
             EventRepository(session).add(
                 self.experiment_id,
@@ -209,7 +241,33 @@ class DatabaseHooks:
                 },
             )
             session.commit()
-        return pruned
+        return pruned, None
+
+    def _over_limit(self, session: Session, step: int, size: int) -> str | None:
+        """Why the checkpoint just recorded (and its pruning) in ``session`` is past the run's or
+        the project's storage limit, or None."""
+        at = f"the checkpoint at step {step:,} ({size / MIB:,.2f} MiB)"
+        kept = "the run's earlier checkpoints are kept"
+        checkpoints = CheckpointRepository(session)
+        if self.max_run_bytes is not None:
+            run = checkpoints.run_bytes(self.experiment_id)
+            if run > self.max_run_bytes:
+                return (
+                    f"{at} would take the run's kept checkpoints to {run / MIB:,.2f} MiB, past "
+                    f"its limit of {self.max_run_bytes / MIB:,.2f} MiB "
+                    f"(MARLFORGE_RUN_MAX_CHECKPOINT_MB); {kept}"
+                )
+        if self.max_project_bytes is not None:
+            experiment = ExperimentRepository(session).get(self.experiment_id)
+            if experiment is not None:
+                project = checkpoints.project_bytes(experiment.project_id)
+                if project > self.max_project_bytes:
+                    return (
+                        f"{at} would take the project's checkpoints to {project / MIB:,.2f} "
+                        f"MiB, past its limit of {self.max_project_bytes / MIB:,.2f} MiB "
+                        f"(MARLFORGE_PROJECT_MAX_ARTIFACT_MB); {kept}"
+                    )
+        return None
 
     def should_stop(self) -> bool:
         if self.stop_cause is None and self.shutdown_requested():

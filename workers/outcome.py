@@ -38,6 +38,12 @@ class RunLimits:
     store_outage_s: float = 0.0
     """How long a checkpoint upload is tried again while the artifact store refuses it before
     the run fails (``MARLFORGE_STORE_OUTAGE_S``)."""
+    checkpoint_bytes: int | None = None
+    """The bytes of checkpoints a run may keep (``MARLFORGE_RUN_MAX_CHECKPOINT_MB``); None: no
+    limit."""
+    project_artifact_bytes: int | None = None
+    """The bytes of checkpoints all runs of a project may keep together
+    (``MARLFORGE_PROJECT_MAX_ARTIFACT_MB``); None: no limit."""
 
     def guards(self) -> Guards:
         """What the supervisor enforces on the job's child process (``workers.supervisor``)."""

@@ -58,6 +58,8 @@ def _limits() -> RunLimits:
         memory_mb=settings.run_memory_mb,
         cancel_grace_s=settings.cancel_grace_s,
         store_outage_s=settings.store_outage_s,
+        checkpoint_bytes=settings.run_max_checkpoint_mb * 2**20,
+        project_artifact_bytes=settings.project_max_artifact_mb * 2**20,
     )
 
 

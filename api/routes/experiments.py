@@ -27,7 +27,13 @@ from core.auth import Principal
 from core.enums import RESUMABLE_STATUSES, ExperimentStatus
 from core.ids import ID_PATTERN
 from core.models import Experiment
-from core.quotas import check_project_limits, check_spec_bounds
+from core.quotas import (
+    check_project_limits,
+    check_project_storage,
+    check_spec_bounds,
+    kept_checkpoint_mib,
+    resumed_checkpoint_mib,
+)
 from core.repositories import ExperimentFilter, ExperimentRepository
 from learners.api import (
     MAX_TAG_LENGTH,
@@ -56,7 +62,8 @@ SPEC_SCHEMA_NAME = "ExperimentSpecInput"
     "`MARLFORGE_RUN_MAX_CHECKPOINT_MB`) is refused with 422 naming each field; nothing is "
     "stored then. A "
     "project with `MARLFORGE_PROJECT_MAX_ACTIVE_RUNS` runs queued or running, or that submitted "
-    "`MARLFORGE_PROJECT_SUBMISSIONS_PER_MINUTE` in the last minute, gets a 429 (with "
+    "`MARLFORGE_PROJECT_SUBMISSIONS_PER_MINUTE` in the last minute, or whose checkpoints and "
+    "this run's estimated ones would pass `MARLFORGE_PROJECT_MAX_ARTIFACT_MB`, gets a 429 (with "
     "`Retry-After` for the rate).\n\n"
     "With an `Idempotency-Key` header (1 to 200 printable ASCII characters, e.g. a UUID) a retry "
     "is safe: a later request of the project with the same key and the same body (compared as "
@@ -84,6 +91,8 @@ def create_experiment(
         check_spec_bounds(spec, services.settings)
         spec = warm_start.resolve(session, principal.project_id, spec)
     check_project_limits(session, principal.project_id, services.settings)
+    wanted = kept_checkpoint_mib(spec, services.settings)
+    check_project_storage(session, principal.project_id, wanted, services.settings)
     actor = actor_of(principal)
     if claim is None:
         experiment = service.submit(session, services.dispatcher, spec, principal.project_id, actor)
@@ -233,8 +242,9 @@ def cancel_experiment(
     "the same step axis (metrics after that checkpoint are recomputed). Without a checkpoint it "
     "starts over. A sweep's run becomes `pending` and is queued when its sweep has a free slot. "
     "Other statuses are a 409. A resume counts as a submission: against the project's runs "
-    "queued or running (a sweep's run waits for its sweep's slot instead) and its submissions per "
-    "minute; beyond either is a 429.",
+    "queued or running (a sweep's run waits for its sweep's slot instead), its submissions per "
+    "minute and its checkpoint storage (`MARLFORGE_PROJECT_MAX_ARTIFACT_MB`); beyond any is a "
+    "429.",
     responses=error_responses(404, 409, 429, 503),
 )
 def resume_experiment(
@@ -246,6 +256,8 @@ def resume_experiment(
         check_project_limits(
             session, principal.project_id, services.settings, needs_slot=not in_sweep
         )
+        wanted = resumed_checkpoint_mib(session, experiment, services.settings)
+        check_project_storage(session, principal.project_id, wanted, services.settings)
     resumed = service.resume(session, services.dispatcher, experiment_id, actor_of(principal))
     return one(session, services, resumed)
 

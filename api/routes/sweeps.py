@@ -19,7 +19,12 @@ from api.schemas.sweeps import SummaryOut, SweepOut, SweepPage
 from core import warm_start
 from core.errors import BrokerUnavailable
 from core.models import Sweep
-from core.quotas import check_project_limits, check_spec_bounds
+from core.quotas import (
+    check_project_limits,
+    check_project_storage,
+    check_spec_bounds,
+    kept_checkpoint_mib,
+)
 from core.repositories.sweeps import SweepRepository
 from core.sweeps import scheduler, service, space
 from core.sweeps import summary as summaries
@@ -60,7 +65,8 @@ MetricQuery = Annotated[
     "value and the reason, or the base's field (`base.<field>`), and nothing is created. The "
     "runs are stored `pending` and started oldest first, at most `max_concurrent` queued or "
     "running at once (and within the project's limit of active runs). A sweep counts as one "
-    "submission towards the project's rate. `Idempotency-Key` works as on "
+    "submission towards the project's rate; one whose runs' estimated checkpoints would take the "
+    "project past `MARLFORGE_PROJECT_MAX_ARTIFACT_MB` is a 429. `Idempotency-Key` works as on "
     "`POST /v1/experiments`.",
     responses=error_responses(400, 409, 413, 415, 422, 429),
     openapi_extra=json_request_body(SPEC_SCHEMA_NAME),
@@ -82,12 +88,17 @@ def create_sweep(
         spec = space.parse_sweep(body)
         _check_size(spec, services.settings.sweep_max_runs)
 
+        wanted_mib = 0.0
+
         def admit(child: ExperimentSpec) -> ExperimentSpec:
+            nonlocal wanted_mib
             check_spec_bounds(child, services.settings)
+            wanted_mib += kept_checkpoint_mib(child, services.settings)
             return warm_start.resolve(session, principal.project_id, child)
 
         expansion = space.expand(spec, admit)
     check_project_limits(session, principal.project_id, services.settings, needs_slot=False)
+    check_project_storage(session, principal.project_id, wanted_mib, services.settings)
     actor = actor_of(principal)
     if claim is None:
         sweep, created = service.submit(session, spec, expansion, principal.project_id, actor), True

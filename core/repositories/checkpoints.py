@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from core.db import utcnow
@@ -123,6 +123,22 @@ class CheckpointRepository:
             Checkpoint.experiment_id == experiment_id, Checkpoint.step > step
         )
         return list(self.session.scalars(query))
+
+    def run_bytes(self, experiment_id: str) -> int:
+        """The bytes of the experiment's recorded checkpoints."""
+        query = select(func.coalesce(func.sum(Checkpoint.size_bytes), 0)).where(
+            Checkpoint.experiment_id == experiment_id
+        )
+        return int(self.session.scalar(query) or 0)
+
+    def project_bytes(self, project_id: str) -> int:
+        """The bytes of the recorded checkpoints of every run of the project."""
+        query = (
+            select(func.coalesce(func.sum(Checkpoint.size_bytes), 0))
+            .join(Experiment, Experiment.id == Checkpoint.experiment_id)
+            .where(Experiment.project_id == project_id)
+        )
+        return int(self.session.scalar(query) or 0)
 
     def delete(self, rows: list[Checkpoint]) -> None:
         """Remove these records."""

@@ -1,10 +1,11 @@
-"""Per-project quotas at submission: runs queued or running, matches queued or playing, and
-submissions per minute (experiments, sweeps, matches and resumes). Over any is a 429 with the
-reason (and ``Retry-After`` for the rate); another project is unaffected, and nothing is stored
-or changed."""
+"""Per-project quotas at submission: runs queued or running, matches queued or playing,
+submissions per minute (experiments, sweeps, matches and resumes) and checkpoint storage. Over
+any is a 429 with the reason (and ``Retry-After`` for the rate); another project is unaffected,
+and nothing is stored or changed."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +13,11 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
+from core.quotas import kept_checkpoint_mib
+from core.settings import Settings
+from core.storage import FilesystemStore
+from learners.admission.parse import parse_spec
+from tests.api.checkpoint_support import store_checkpoint
 from tests.auth_support import bearer, experiment_count
 
 pytestmark = pytest.mark.integration
@@ -189,3 +195,41 @@ def test_a_spec_writing_or_keeping_too_many_checkpoints_is_a_422_naming_the_fiel
     accepted = limited.post("/v1/experiments", json=suggested)
     assert accepted.status_code == 201, accepted.text
     assert limited.post("/v1/experiments", json=example_spec).status_code == 201
+
+
+def test_the_projects_checkpoint_storage_is_capped_at_submission(
+    member_client_with: Callable[..., TestClient],
+    keys: dict[str, str],
+    example_spec: dict[str, Any],
+    session: Session,
+    storage: FilesystemStore,
+    settings: Settings,
+) -> None:
+    """A run's estimated kept checkpoints and the project's stored ones, against
+    MARLFORGE_PROJECT_MAX_ARTIFACT_MB; the worker holds each run to it again as it writes
+    (tests/workers/test_worker_runs.py)."""
+    estimate = kept_checkpoint_mib(parse_spec(example_spec), settings)
+    limit = math.ceil(estimate) + 2
+    client = member_client_with(project_max_artifact_mb=limit)
+    created = client.post("/v1/experiments", json=example_spec)
+    assert created.status_code == 201, created.text
+    run = created.json()["id"]
+    client.post(f"/v1/experiments/{run}/cancel")
+    store_checkpoint(session, storage, run, 1000, b"\0" * (3 * 2**20))  # 3 MiB stored
+
+    over = client.post("/v1/experiments", json=example_spec)
+
+    assert over.status_code == 429, over.text
+    message = over.json()["error"]["message"]
+    assert message.startswith("the project keeps 3 MiB of checkpoints and this would keep about")
+    assert f"MARLFORGE_PROJECT_MAX_ARTIFACT_MB={limit:,} MiB" in message
+    assert _count(session) == 1
+    # A resume adds what the run may keep beyond what it stores already.
+    assert client.post(f"/v1/experiments/{run}/resume").status_code == 200
+    client.post(f"/v1/experiments/{run}/cancel")
+    store_checkpoint(session, storage, run, 2000, b"\0" * (limit * 2**20))
+    resumed = client.post(f"/v1/experiments/{run}/resume")
+    assert resumed.status_code == 429, resumed.text
+    assert client.get(f"/v1/experiments/{run}").json()["status"] == "cancelled"
+    other = client.post("/v1/experiments", json=example_spec, headers=bearer(keys["other"]))
+    assert other.status_code == 201, "another project's storage is its own"

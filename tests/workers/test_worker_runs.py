@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import signal
 import threading
@@ -479,3 +480,46 @@ def test_a_warm_start_whose_checkpoint_is_gone_or_does_not_fit_fails_by_name(
     assert _checkpoint_steps(session_factory, parent) == [200, 400]
     assert _experiment(session_factory, parent).status == S.SUCCEEDED
     assert not (storage.cache_dir / "init" / f"{gone}.ckpt").exists()
+
+
+def test_a_run_past_its_storage_limits_fails_and_keeps_its_earlier_checkpoints(
+    submit: Callable[..., str],
+    tiny_spec: Callable[..., dict[str, Any]],
+    session_factory: sessionmaker[Session],
+    storage: FilesystemStore,
+    limits: RunLimits,
+) -> None:
+    """MARLFORGE_RUN_MAX_CHECKPOINT_MB and MARLFORGE_PROJECT_MAX_ARTIFACT_MB as a run writes:
+    the checkpoint past a limit is neither recorded nor left in the store."""
+    probe = submit(tiny_spec(total_steps=400))
+    assert run_experiment(probe, session_factory, storage, limits) == Outcome.DONE
+    with session_factory() as session:
+        first, second = (c.size_bytes for c in CheckpointRepository(session).all_of(probe))
+    # The same spec writes the same files: a run limit that holds the first and not both.
+    capped = dataclasses.replace(limits, checkpoint_bytes=first + second - 1)
+    run = submit(tiny_spec(total_steps=400))
+    assert run_experiment(run, session_factory, storage, capped) == Outcome.DONE
+    row = _experiment(session_factory, run)
+    assert row.status == S.FAILED
+    assert (row.status_reason or "").startswith(
+        "the checkpoint at step 400 ("
+    ) and "past its limit of" in (row.status_reason or "")
+    assert "(MARLFORGE_RUN_MAX_CHECKPOINT_MB); the run's earlier checkpoints are kept" in (
+        row.status_reason or ""
+    )
+    assert _checkpoint_steps(session_factory, run) == [200]
+    folder = storage.checkpoint_dir(run)
+    assert sorted(p.name for p in folder.iterdir()) == ["step-000000000200.ckpt"]
+
+    with session_factory() as session:
+        project = _experiment(session_factory, run).project_id
+        used = CheckpointRepository(session).project_bytes(project)
+    full = dataclasses.replace(limits, project_artifact_bytes=used + first - 1)
+    late = submit(tiny_spec(total_steps=400))
+    assert run_experiment(late, session_factory, storage, full) == Outcome.DONE
+    row = _experiment(session_factory, late)
+    assert row.status == S.FAILED
+    assert "would take the project's checkpoints to" in (row.status_reason or "")
+    assert "(MARLFORGE_PROJECT_MAX_ARTIFACT_MB)" in (row.status_reason or "")
+    assert _checkpoint_steps(session_factory, late) == []
+    assert not any(storage.checkpoint_dir(late).glob("*.ckpt"))

@@ -178,6 +178,8 @@ def _hooks(
         shutdown_requested=shutdown_requested,
         worker_id=job.worker_id,
         upload_retry_s=limits.store_outage_s,
+        max_run_bytes=limits.checkpoint_bytes,
+        max_project_bytes=limits.project_artifact_bytes,
     )
 
 
