@@ -3,6 +3,12 @@
 The learner may call these hooks every iteration; they buffer in memory and write at most once per
 ``poll_interval_s`` (one transaction for the metrics batch, the progress, the log lines and their
 events), which is also when the experiment's status is re-read to notice a cancel.
+
+A database that is unreachable (a restart, a failover, a cut network) is waited for, up to
+``database_outage_s``: the reports stay buffered and training goes on between attempts, a
+checkpoint waits to be recorded, and once the database answers again everything is written and
+the run's log says how long it was away. Longer than that, the run fails with the database's
+error (``DatabaseOutage``): its lease would lapse anyway.
 """
 
 from __future__ import annotations
@@ -15,9 +21,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
-from core.db import retry_transient
+from core.db import is_transient, retry_transient
 from core.enums import EventKind, ExperimentStatus
 from core.models import Checkpoint
 from core.repositories import (
@@ -62,6 +69,10 @@ class ArtifactWriteError(OSError):
     """A checkpoint could not be written to the artifact storage."""
 
 
+class DatabaseOutage(RuntimeError):
+    """The database stayed unreachable for longer than a run may wait for it."""
+
+
 class ArtifactQuotaExceeded(RuntimeError):
     """A checkpoint would take the run's or its project's kept checkpoints past their limit."""
 
@@ -88,6 +99,7 @@ class DatabaseHooks:
         upload_retry_s: float = 0.0,
         max_run_bytes: int | None = None,
         max_project_bytes: int | None = None,
+        database_outage_s: float = 0.0,
     ) -> None:
         """``worker_id``: the worker whose lease the run holds; every write is conditional on
         still holding it. None only where the hooks are driven by hand (tests, benchmarks).
@@ -97,8 +109,12 @@ class DatabaseHooks:
         of its project together, may keep (``MARLFORGE_RUN_MAX_CHECKPOINT_MB``,
         ``MARLFORGE_PROJECT_MAX_ARTIFACT_MB``): a checkpoint past either is not recorded, its
         file is deleted, and the run fails with ``ArtifactQuotaExceeded``, its earlier
-        checkpoints kept. None: no limit."""
+        checkpoints kept. None: no limit. ``database_outage_s``: how long an unreachable database
+        is waited for (the worker passes most of the lease's length) before the run fails."""
         self.experiment_id = experiment_id
+        self.database_outage_s = database_outage_s
+        self._outage_since: float | None = None
+        self._outage_step = 0
         self.max_run_bytes = max_run_bytes
         self.max_project_bytes = max_project_bytes
         self.upload_retry_s = upload_retry_s
@@ -160,7 +176,7 @@ class DatabaseHooks:
                 f"storage ({self.storage.url}): {exc}"
             ) from exc
         eval_return = self._eval[1] if self._eval and self._eval[0] == int(step) else None
-        pruned, refusal = retry_transient(
+        pruned, refusal = self._patiently(
             lambda: self._record_checkpoint(int(step), stored, eval_return),
             "recording a checkpoint",
         )
@@ -291,7 +307,8 @@ class DatabaseHooks:
     def flush(self) -> None:
         """Write everything buffered in one transaction and re-read the status. A connection
         lost in the middle is retried on a new one (``core.db.retry_transient``); if the database
-        stays away, the batch is kept for the next flush and the error propagates."""
+        stays away, the batch is kept for the next flush, and training goes on while the outage
+        is shorter than ``database_outage_s`` (then ``DatabaseOutage``)."""
         self._next_flush = time.monotonic() + self.poll_interval_s
         metrics, self._metrics = self._metrics, []
         logs, self._logs = self._logs, []
@@ -299,14 +316,69 @@ class DatabaseHooks:
             status = retry_transient(
                 lambda: self._write(metrics, logs), "writing the run's reports"
             )
-        except Exception:
+        except Exception as exc:
             self._metrics, self._logs = metrics + self._metrics, logs + self._logs
-            raise
+            self._outage(exc)
+            return  # an outage it may wait out: the next flush tries again
+        self._back()
         if status is None:
             self._lost()
             return
         self._written_step = self.step
         self._notice(status)
+
+    def flush_final(self) -> None:
+        """``flush``, waiting for an unreachable database (up to ``database_outage_s``, then
+        ``DatabaseOutage``): a run's last reports are written before it records its end."""
+        while True:
+            self.flush()
+            if self._outage_since is None:
+                return
+            time.sleep(min(1.0, self.poll_interval_s))
+
+    def _outage(self, exc: Exception) -> None:
+        """Note a failed write: re-raise anything but an unreachable database, and an outage
+        longer than ``database_outage_s``."""
+        if not (isinstance(exc, DBAPIError) and is_transient(exc)):
+            raise exc
+        now = time.monotonic()
+        if self._outage_since is None:
+            self._outage_since, self._outage_step = now, self.step
+        away = now - self._outage_since
+        if away >= self.database_outage_s:
+            raise DatabaseOutage(
+                f"the database was unreachable for {away:.0f} s from step {self._outage_step:,}, "
+                f"longer than a run waits for it ({self.database_outage_s:.0f} s): "
+                f"{type(exc.orig).__name__}: {str(exc.orig).strip()}"
+            ) from exc
+        log.warning(
+            "[%s] the database is unreachable (%.0f s so far); the run goes on and its reports "
+            "wait", self.experiment_id, away,
+        )  # fmt: skip
+
+    def _back(self) -> None:
+        """After a write that reached the database: say in the run's log how long it was away."""
+        if self._outage_since is None:
+            return
+        away = time.monotonic() - self._outage_since
+        self._outage_since = None
+        self.log(
+            "warning",
+            f"the database was unreachable for {away:.0f} s from step {self._outage_step:,}; "
+            "the run went on and its reports were written when it came back",
+        )
+
+    def _patiently(self, operation: Callable[[], Any], what: str) -> Any:
+        """``operation`` (a transaction) retried while the database is unreachable, for up to
+        ``database_outage_s`` in all; then ``DatabaseOutage``."""
+        while True:
+            try:
+                result = retry_transient(operation, what)
+            except Exception as exc:
+                self._outage(exc)
+                continue
+            self._back()
+            return result
 
     def _write(
         self, metrics: list[MetricWrite], logs: list[dict[str, Any]]

@@ -1,7 +1,8 @@
 """The database's connections cut under a running job: ``pg_terminate_backend`` on every
 connection of the test's database, idle ones and ones inside a transaction, from another
-connection, while a real run trains in its own process. The run must finish with its metrics
-whole (none lost, none twice) and its events unique."""
+connection, while a real run trains in its own process; and the whole database away for 15 s.
+The run must finish with its metrics whole (none lost, none twice) and its events unique, and an
+outage shorter than the lease costs it nothing."""
 
 from __future__ import annotations
 
@@ -15,10 +16,15 @@ from sqlalchemy import Engine, create_engine, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from core import experiments
 from core.db import make_engine, make_session_factory
 from core.enums import ExperimentStatus
 from core.models import Experiment, ExperimentEvent, MetricPointRow
+from core.queue import CeleryDispatcher
 from core.storage import FilesystemStore
+from learners.admission.parse import parse_spec
+from tests.auth_support import default_project_id
+from tests.conftest import migrated_database
 from workers.outcome import Outcome, RunLimits
 from workers.runs.job import run_experiment
 
@@ -130,3 +136,98 @@ def test_a_run_survives_its_database_connections_cut_mid_transaction(
     # Every point the uninterrupted run reported, at the same steps, once.
     assert _keys(session_factory, cut) == _keys(session_factory, reference)
     print(f"connections cut: {cutter.cut_mid_transaction} in a transaction, {cutter.cut_idle} idle")
+
+
+class Outage:
+    """A whole database away, as a restarting or failed-over server is: from the server's own
+    admin connection, the database stops accepting connections and every one it has is cut;
+    ``end`` lets them in again. The other databases of the server are untouched."""
+
+    def __init__(self, url: str) -> None:
+        self.name = make_url(url).database
+        self.admin: Engine = create_engine(
+            make_url(url).set(database="postgres"), isolation_level="AUTOCOMMIT"
+        )
+
+    def start(self) -> None:
+        with self.admin.connect() as connection:
+            connection.execute(text(f'ALTER DATABASE "{self.name}" ALLOW_CONNECTIONS false'))
+            connection.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = :name AND pid <> pg_backend_pid()"
+                ),
+                {"name": self.name},
+            )
+
+    def end(self) -> None:
+        with self.admin.connect() as connection:
+            connection.execute(text(f'ALTER DATABASE "{self.name}" ALLOW_CONNECTIONS true'))
+        self.admin.dispose()
+
+
+OUTAGE_S = 15.0
+"""Longer than a transaction's retries (about 8 s), shorter than the lease (60 s)."""
+
+
+def test_a_database_outage_shorter_than_the_lease_is_waited_out_not_blamed_on_the_worker(
+    tiny_spec: Callable[..., dict[str, Any]],
+    storage: FilesystemStore,
+    limits: RunLimits,
+    dispatcher: CeleryDispatcher,
+) -> None:
+    """The run's database refuses every connection for 15 s mid-run: the run goes on, writes
+    every report once the database is back, and ends succeeded on its first attempt with no
+    restart spent; its log says the database was away."""
+    spec = tiny_spec(total_steps=2400, checkpoint={"every_steps": 400, "keep_last": 2})
+    with migrated_database("marlforge_outage") as url:
+        engine = make_engine(url)
+        sessions = make_session_factory(engine)
+
+        def submit() -> str:
+            with sessions() as session:
+                project = default_project_id(session)
+                return experiments.submit(session, dispatcher, parse_spec(spec), project).id
+
+        reference = submit()
+        assert run_experiment(reference, sessions, storage, limits) == Outcome.DONE
+        run = submit()
+        result: list[Outcome] = []
+        thread = threading.Thread(
+            target=lambda: result.append(run_experiment(run, sessions, storage, limits))
+        )
+        thread.start()
+        deadline = time.monotonic() + 120
+        while True:
+            with sessions() as session:
+                if (session.get(Experiment, run) or Experiment()).step >= 200:
+                    break
+            assert time.monotonic() < deadline, "the run never started"
+            time.sleep(0.05)
+        outage = Outage(url)
+        outage.start()
+        try:
+            time.sleep(OUTAGE_S)
+        finally:
+            outage.end()
+        thread.join(timeout=300)
+
+        assert result == [Outcome.DONE]
+        with sessions() as session:
+            row = session.get(Experiment, run)
+            assert row is not None
+            assert (row.status, row.step, row.attempts, row.restarts) == (
+                ExperimentStatus.SUCCEEDED, 2400, 1, 0
+            ), row.status_reason  # fmt: skip
+            logs = [
+                e.payload["message"]
+                for e in session.scalars(
+                    select(ExperimentEvent).where(
+                        ExperimentEvent.experiment_id == run, ExperimentEvent.kind == "log"
+                    )
+                )
+            ]
+        assert any(m.startswith("the database was unreachable for ") for m in logs), logs
+        # Every point the uninterrupted run reported, at the same steps, once.
+        assert _keys(sessions, run) == _keys(sessions, reference)
+        engine.dispose()

@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 
 S = ExperimentStatus
 
+DATABASE_PATIENCE = 0.75
+"""The part of the lease's length a run waits out an unreachable database for."""
+
 
 @dataclass(frozen=True)
 class RunJob:
@@ -145,7 +148,7 @@ def _train(
             on_resumed=lambda: copy.unlink(missing_ok=True),
             init_from=init_from,
         )
-        hooks.flush()
+        hooks.flush_final()
     except Exception as exc:
         log.exception("experiment %s failed", experiment_id)
         hooks.log("error", f"the run failed: {_describe(exc)}")
@@ -180,6 +183,9 @@ def _hooks(
         upload_retry_s=limits.store_outage_s,
         max_run_bytes=limits.checkpoint_bytes,
         max_project_bytes=limits.project_artifact_bytes,
+        # Shorter than the lease, whose renewals fail alike: the run gives up before its worker
+        # takes it for another's.
+        database_outage_s=DATABASE_PATIENCE * limits.lease_ttl_s,
     )
 
 
