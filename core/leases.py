@@ -18,6 +18,12 @@ per run (so two reapers, or a worker whose renewal arrives late, cannot both win
   takeovers it ends ``failed`` with the same kind of reason (and can still be resumed by hand).
 - ``cancelling``: ``cancelled`` (the cancel wins; nobody is left to write a final checkpoint).
 
+A lease that lapsed while the database itself was unreachable is not a lost worker: every lease
+lapses then, the workers' renewals failing like everything else, and a worker stops its run once
+the lease's length has passed without one. The ``Reaper`` notes when its passes could not reach the
+database; a run whose lease lapsed within that outage (or within one lease's length after it) is
+queued again with the outage as its reason and spends none of its ``max_restarts``.
+
 Who reaps: the API process (its lifespan starts ``Reaper`` in a thread: ``api.background``), which
 runs whenever the service runs, in the embedded mode and in every deployment; several API replicas
 may reap at once. Recovery does not wait for the broker's visibility timeout: the old message stays
@@ -36,6 +42,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from core import experiments
@@ -119,6 +126,29 @@ def renew(session_factory: sessionmaker[Session], experiment_id: str, worker_id:
 
 
 @dataclass(frozen=True)
+class Outage:
+    """When the reaper could not reach the database: between the last pass that reached it and
+    the first that did again."""
+
+    start: dt.datetime
+    end: dt.datetime
+
+    def covers(self, expired_at: dt.datetime | None, ttl_s: float) -> bool:
+        """Whether a lease that lapsed at ``expired_at`` lapsed within the outage, or within one
+        lease's length after it (a worker gives its run up a lease's length after its last
+        renewal)."""
+        if expired_at is None:
+            return False
+        return self.start <= expired_at <= self.end + dt.timedelta(seconds=ttl_s)
+
+    def describe(self) -> str:
+        return (
+            f"the database could not be reached between {self.start:%H:%M:%S} and "
+            f"{self.end:%H:%M:%S} UTC"
+        )
+
+
+@dataclass(frozen=True)
 class Takeover:
     """What ``reap`` did to one run."""
 
@@ -133,16 +163,19 @@ def reap(
     ttl_s: float,
     now: dt.datetime | None = None,
     among: list[str] | None = None,
+    outage: Outage | None = None,
 ) -> list[Takeover]:
     """Move on every run whose lease lapsed (only those of ``among`` when given; see the
-    module's docstring); return what was done."""
+    module's docstring); return what was done. A run whose lease lapsed within ``outage`` is
+    queued again for that reason, its restarts not counted."""
     now = now or utcnow()
     legacy_before = now - dt.timedelta(seconds=ttl_s)
     done: list[Takeover] = []
     with session_factory() as session:
         expired = LeaseRepository(session).lapsed(now, legacy_before, REAP_BATCH, among)
         for experiment in expired:
-            takeover = _take_over(session, experiment, now, legacy_before)
+            away = outage if outage and outage.covers(experiment.lease_expires_at, ttl_s) else None
+            takeover = _take_over(session, experiment, now, legacy_before, away)
             session.commit()
             if takeover is None:
                 continue
@@ -167,9 +200,13 @@ def release_worker(
 
 
 def _take_over(
-    session: Session, experiment: Experiment, now: dt.datetime, legacy_before: dt.datetime
+    session: Session,
+    experiment: Experiment,
+    now: dt.datetime,
+    legacy_before: dt.datetime,
+    outage: Outage | None = None,
 ) -> Takeover | None:
-    to, reason, values = _verdict(session, experiment)
+    to, reason, values = _verdict(session, experiment, outage)
     moved = transition(
         session, experiment.id, [experiment.status], to, reason,
         condition=lapsed(now, legacy_before), **values,
@@ -185,10 +222,16 @@ def _take_over(
 
 
 def _verdict(
-    session: Session, experiment: Experiment
+    session: Session, experiment: Experiment, outage: Outage | None = None
 ) -> tuple[ExperimentStatus, str, dict[str, Any]]:
-    """Where a run whose worker was lost goes, why (for a person), and what else changes."""
+    """Where a run whose worker was lost (or whose lease lapsed in a database ``outage``) goes,
+    why (for a person), and what else changes."""
     lost = f"worker {experiment.worker_id or '(unknown)'} lost at step {experiment.step:,}"
+    if outage is not None:
+        lost = (
+            f"{outage.describe()}; the lease of worker {experiment.worker_id or '(unknown)'} "
+            f"lapsed meanwhile at step {experiment.step:,}"
+        )
     ended = {**RELEASED, "finished_at": utcnow()}
     if experiment.status == S.CANCELLING:
         return S.CANCELLED, f"{lost} while the run was being cancelled; cancelled", ended
@@ -198,6 +241,8 @@ def _verdict(
         if latest is not None
         else "the start (no checkpoint was saved)"
     )
+    if outage is not None:
+        return S.QUEUED, f"{lost}; restarting from {start} (an outage spends no restart)", RELEASED
     allowed = max_restarts_of(experiment)
     if experiment.restarts >= allowed:
         why = (
@@ -239,6 +284,21 @@ class Reaper(Periodic):
         self.session_factory = session_factory
         self.dispatcher = dispatcher
         self.ttl_s = ttl_s
+        self._last_reached = utcnow()
+        self._unreachable = False
+        self.outage: Outage | None = None
+        """The last database outage this reaper saw, kept until the leases it made lapse have
+        been reaped (two lease lengths after it ended)."""
 
     def work(self) -> None:
-        reap(self.session_factory, self.dispatcher, self.ttl_s)
+        now = utcnow()
+        # Should this pass reach the database, an outage ends now.
+        outage = Outage(self._last_reached, now) if self._unreachable else self.outage
+        if outage and now > outage.end + dt.timedelta(seconds=2 * self.ttl_s):
+            outage = None
+        try:
+            reap(self.session_factory, self.dispatcher, self.ttl_s, now=now, outage=outage)
+        except SQLAlchemyError:
+            self._unreachable = True
+            raise
+        self.outage, self._unreachable, self._last_reached = outage, False, now

@@ -1,6 +1,6 @@
 """Leases and takeover on PostgreSQL (each test rolled back): renewal, lapse, the reasons people
-read, the restart cap, lost cancels, and two reapers racing. Time passes by handing ``reap`` a
-later ``now``; the database does everything else."""
+read, the restart cap, lost cancels, two reapers racing, and a lease that lapsed in a database
+outage. Time passes by handing ``reap`` a later ``now``; the database does everything else."""
 
 from __future__ import annotations
 
@@ -9,25 +9,29 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from core import experiments, leases
-from core.db import utcnow
+from core.db import make_engine, make_session_factory, utcnow
 from core.enums import EventKind, ExperimentStatus
 from core.lifecycle import transition
-from core.models import ExperimentEvent, StatusTransition
+from core.models import Experiment, ExperimentEvent, StatusTransition
 from core.queue import CeleryDispatcher
 from core.repositories import CheckpointRepository
 from core.settings import Settings
 from learners.admission.parse import parse_spec
 from tests.auth_support import default_project_id
 from tests.broker_support import queued_messages as broker_messages
+from tests.conftest import migrated_database
+from tests.db_outage_support import Outage
 
 S = ExperimentStatus
 TTL = 60.0
@@ -338,3 +342,63 @@ def test_a_worker_started_again_is_never_named_as_the_one_it_replaces() -> None:
     tokens = [name.rsplit("-", 1)[1] for name in [ours, *started]]
     assert all(len(t) == 6 and int(t, 16) >= 0 for t in tokens)
     assert len(set(tokens)) == 3
+
+
+def test_a_lease_that_lapsed_while_the_database_was_away_spends_no_restart(
+    tiny_spec: Callable[..., dict[str, Any]], tmp_path: Path
+) -> None:
+    """A real outage of the run's database (it refuses every connection): the lease lapses
+    meanwhile, the reaper's pass fails, and its first pass after names the outage and keeps the
+    run's restarts; a lease that lapses later, the database up, is a lost worker again."""
+    ttl = 2.0
+    with migrated_database("marlforge_reaper") as url:
+        engine = make_engine(url)
+        sessions = make_session_factory(engine)
+        settings = Settings(
+            var_dir=tmp_path, database_url=url, broker_url="filesystem://", queue_prefix="out."
+        )
+        dispatcher = CeleryDispatcher(settings)
+
+        def held(worker: str) -> str:
+            with sessions() as session:
+                spec = parse_spec(tiny_spec())
+                run = experiments.submit(session, dispatcher, spec, default_project_id(session)).id
+                transition(
+                    session, run, [S.QUEUED], S.RUNNING, None, step=1200, **leases.hold(worker, ttl)
+                )  # fmt: skip
+                session.commit()
+            return run
+
+        def row(run: str) -> Any:
+            with sessions() as session:
+                return session.get(Experiment, run)
+
+        away = held("w-7")
+        reaper = leases.Reaper(sessions, dispatcher, ttl, interval_s=1.0)
+        reaper.work()
+        assert row(away).status == S.RUNNING
+        outage = Outage(url)
+        outage.start()
+        try:
+            time.sleep(ttl + 1)
+            with pytest.raises(SQLAlchemyError):
+                reaper.work()
+        finally:
+            outage.end()
+        reaper.work()
+        moved = row(away)
+        assert (moved.status, moved.restarts) == (S.QUEUED, 0)
+        assert moved.status_reason.startswith("the database could not be reached between ")
+        assert moved.status_reason.endswith(
+            "UTC; the lease of worker w-7 lapsed meanwhile at step 1,200; restarting from the "
+            "start (no checkpoint was saved) (an outage spends no restart)"
+        )
+
+        time.sleep(2 * ttl + 0.5)  # the outage is behind: a lapse now is a lost worker
+        lost = held("w-8")
+        time.sleep(ttl + 0.5)
+        reaper.work()
+        moved = row(lost)
+        assert (moved.status, moved.restarts) == (S.QUEUED, 1)
+        assert moved.status_reason.startswith("worker w-8 lost at step 1,200; restarting")
+        engine.dispose()

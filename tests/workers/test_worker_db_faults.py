@@ -25,6 +25,7 @@ from core.storage import FilesystemStore
 from learners.admission.parse import parse_spec
 from tests.auth_support import default_project_id
 from tests.conftest import migrated_database
+from tests.db_outage_support import Outage
 from workers.outcome import Outcome, RunLimits
 from workers.runs.job import run_experiment
 
@@ -136,34 +137,6 @@ def test_a_run_survives_its_database_connections_cut_mid_transaction(
     # Every point the uninterrupted run reported, at the same steps, once.
     assert _keys(session_factory, cut) == _keys(session_factory, reference)
     print(f"connections cut: {cutter.cut_mid_transaction} in a transaction, {cutter.cut_idle} idle")
-
-
-class Outage:
-    """A whole database away, as a restarting or failed-over server is: from the server's own
-    admin connection, the database stops accepting connections and every one it has is cut;
-    ``end`` lets them in again. The other databases of the server are untouched."""
-
-    def __init__(self, url: str) -> None:
-        self.name = make_url(url).database
-        self.admin: Engine = create_engine(
-            make_url(url).set(database="postgres"), isolation_level="AUTOCOMMIT"
-        )
-
-    def start(self) -> None:
-        with self.admin.connect() as connection:
-            connection.execute(text(f'ALTER DATABASE "{self.name}" ALLOW_CONNECTIONS false'))
-            connection.execute(
-                text(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = :name AND pid <> pg_backend_pid()"
-                ),
-                {"name": self.name},
-            )
-
-    def end(self) -> None:
-        with self.admin.connect() as connection:
-            connection.execute(text(f'ALTER DATABASE "{self.name}" ALLOW_CONNECTIONS true'))
-        self.admin.dispose()
 
 
 OUTAGE_S = 15.0
