@@ -62,14 +62,6 @@ def resolve(session: Session, project_id: str, spec: ExperimentSpec) -> Experime
     return spec.model_copy(update={"init": init.model_copy(update={"checkpoint_id": row.id})})
 
 
-def resolve_json(session: Session, project_id: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """``resolve`` for a stored spec's JSON (a sweep's child specs)."""
-    if spec.get("init") is None:
-        return spec
-    resolved = resolve(session, project_id, ExperimentSpec.model_validate(spec))
-    return resolved.model_dump(mode="json")
-
-
 def columns(spec: dict[str, Any]) -> dict[str, str | None]:
     """The experiment row's copy of a resolved spec's ``init``."""
     init = spec.get("init") or {}
