@@ -43,6 +43,8 @@ tests/api/test_api_sweeps.py's, and the other phases still fuzz it."""
 # those reasons only; here a 422 of the submission is therefore not a failure of the check. A
 # sweep is refused the same way for any of its runs (and for more runs than a sweep may have), and
 # a match for an environment the catalogue does not serve or teams its scenario does not have.
+# Observations to act on are refused the same way for a shape that does not fit the policy, or a
+# number no float holds (an integer of more than 30 digits), which their schema cannot state.
 # Each operation is named whole (``include-name``): a block with ``include-path`` and
 # ``include-method`` applied to every POST operation (seen with the coverage phase turned off that
 # way: every POST skipped), which once let this exception cover them all.
@@ -53,6 +55,18 @@ checks.positive_data_acceptance.expected-statuses = ["2XX", 401, 403, 404, 409, 
 
 [[operations]]
 include-name = "POST /v1/matches"
+checks.positive_data_acceptance.expected-statuses = ["2XX", 401, 403, 404, 409, 422, 429]
+
+[[operations]]
+include-name = "POST /v1/experiments/{experiment_id}/checkpoints/{checkpoint_id}/act"
+checks.positive_data_acceptance.expected-statuses = ["2XX", 401, 403, 404, 409, 422, 429]
+
+[[operations]]
+include-name = "POST /v1/experiments/{experiment_id}/checkpoints/best/act"
+checks.positive_data_acceptance.expected-statuses = ["2XX", 401, 403, 404, 409, 422, 429]
+
+[[operations]]
+include-name = "POST /v1/experiments/{experiment_id}/checkpoints/latest/act"
 checks.positive_data_acceptance.expected-statuses = ["2XX", 401, 403, 404, 409, 422, 429]
 
 [[operations]]
