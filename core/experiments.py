@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from core import idempotency, warm_start
+from core import fair_share, idempotency, warm_start
 from core.db import utcnow
 from core.enums import RESUMABLE_STATUSES, EventKind, ExperimentStatus, ResourceClass
 from core.errors import BrokerUnavailable, Conflict, NotFound
@@ -133,10 +133,12 @@ def edit(
 
 
 def queue_position(session: Session, experiment: Experiment) -> int | None:
-    """A queued experiment's place in its queue (1: next; ``core.queue.queue_for``), else
-    None."""
+    """A queued experiment's place in its queue (1: next; ``core.fair_share``), else None. A run
+    queued before runs recorded their queue counts the runs of its queue queued before it."""
     if experiment.status != S.QUEUED:
         return None
+    if experiment.queue is not None:
+        return fair_share.position(session, experiment)
     backend = experiment.backend
     cuda = None
     if backend in GPU_BACKENDS:  # two queues: the GPU one (cuda), the plain one (the rest)
@@ -218,7 +220,10 @@ def requeue_orphans(session: Session, dispatcher: Dispatcher) -> list[str]:
     orphans = experiments.ids_with_status([S.RUNNING])
     for experiment_id in orphans:
         reason = "the local worker stopped during the run; it continues from its latest checkpoint"
-        transition(session, experiment_id, [S.RUNNING], S.QUEUED, reason, lease_expires_at=None)
+        transition(
+            session, experiment_id, [S.RUNNING], S.QUEUED, reason,
+            lease_expires_at=None, interrupted_at=utcnow(),
+        )  # fmt: skip
     session.commit()
     for experiment_id in orphans:
         dispatch(session, dispatcher, get(session, experiment_id))
@@ -227,15 +232,16 @@ def requeue_orphans(session: Session, dispatcher: Dispatcher) -> list[str]:
 
 def dispatch(session: Session, dispatcher: Dispatcher, experiment: Experiment) -> None:
     """Queue the (committed, ``queued``) experiment's run on the queue its spec's device needs
-    (``core.queue.queue_for``); a broker that refuses fails the run with the reason, and
-    BrokerUnavailable tells the caller. Every path that queues a run comes through here."""
+    (``core.queue.queue_for``), recorded on the run first (``core.fair_share``); a broker that
+    refuses fails the run with the reason, and BrokerUnavailable tells the caller. Every path
+    that queues a run comes through here."""
+    device, suite = requested_device(experiment.spec), requested_suite(experiment.spec)
+    queue = dispatcher.queue_of(experiment.backend, device, suite)
+    if experiment.queue != queue:
+        ExperimentRepository(session).set_queue(experiment.id, queue)
+        session.commit()
     try:
-        dispatcher.enqueue(
-            experiment.id,
-            experiment.backend,
-            requested_device(experiment.spec),
-            requested_suite(experiment.spec),
-        )
+        dispatcher.enqueue(experiment.id, experiment.backend, device, suite)
     except Exception as exc:  # kombu raises several types; all mean the job was not queued
         log.exception("could not queue experiment %s", experiment.id)
         reason = f"could not queue the run: the broker is unreachable ({exc})"

@@ -80,12 +80,14 @@ def default_worker_id() -> str:
 
 
 def hold(worker_id: str, ttl_s: float, now: dt.datetime | None = None) -> dict[str, Any]:
-    """The column values that give ``worker_id`` the lease (set with the claim's transition)."""
+    """The column values that give ``worker_id`` the lease (set with the claim's transition); the
+    run is no longer an interrupted one (``core.fair_share``)."""
     now = now or utcnow()
     return {
         "worker_id": worker_id,
         "heartbeat_at": now,
         "lease_expires_at": now + dt.timedelta(seconds=ttl_s),
+        "interrupted_at": None,
     }
 
 
@@ -242,7 +244,8 @@ def _verdict(
         else "the start (no checkpoint was saved)"
     )
     if outage is not None:
-        return S.QUEUED, f"{lost}; restarting from {start} (an outage spends no restart)", RELEASED
+        reason = f"{lost}; restarting from {start} (an outage spends no restart)"
+        return S.QUEUED, reason, {**RELEASED, "interrupted_at": utcnow()}
     allowed = max_restarts_of(experiment)
     if experiment.restarts >= allowed:
         why = (
@@ -253,7 +256,7 @@ def _verdict(
         return S.FAILED, f"{lost}; not restarted: {why}; resume it to continue from {start}", ended
     restart = experiment.restarts + 1
     reason = f"{lost}; restarting from {start} (restart {restart} of {allowed})"
-    return S.QUEUED, reason, {**RELEASED, "restarts": restart}
+    return S.QUEUED, reason, {**RELEASED, "restarts": restart, "interrupted_at": utcnow()}
 
 
 def max_restarts_of(experiment: Experiment) -> int:

@@ -141,6 +141,7 @@ class Experiment(Base):
     """A submitted spec and where its run stands."""
 
     __tablename__ = "experiments"
+    __table_args__ = (Index("ix_experiments_queue_status", "queue", "status"),)
 
     id: Mapped[str] = mapped_column(String(26), primary_key=True)
     project_id: Mapped[str] = mapped_column(
@@ -189,6 +190,14 @@ class Experiment(Base):
     init_checkpoint_id: Mapped[str | None] = mapped_column(String(26), index=True)
     """That run's checkpoint it starts from, resolved at submission (``core.warm_start``): kept
     by its run's pruning while a warm start names it."""
+    queue: Mapped[str | None] = mapped_column(String(200))
+    """The queue its message was last sent on (``core.queue.queue_for``, with the deployment's
+    prefix): a worker taking a message of that queue starts the fairest of its queued runs
+    (``core.fair_share``); NULL for a run queued before the column existed."""
+    interrupted_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
+    """When the service put the started run back in its queue (a lost worker's takeover, a
+    stopping worker, a local worker's restart): it goes ahead of new work. NULL otherwise; a
+    worker's claim clears it."""
 
 
 class ExperimentTag(Base):

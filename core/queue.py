@@ -18,7 +18,10 @@ sends only specs its installed suites admit. ``<prefix><backend>[-gpu]`` alone n
 family of queues (the label of the monitoring gauges).
 
 ``queue_for`` decides a run's queue from its spec; every path that queues a run (submission,
-resume, a sweep's scheduler, a takeover after a lost worker, the reconciler) goes through it. Work
+resume, a sweep's scheduler, a takeover after a lost worker, the reconciler) goes through it, and
+records the name on the run (``experiments.queue``). A message is a claim on its queue: the worker
+that takes it starts the queue's fairest queued run (``core.fair_share``), which may be another
+run than the message names. Work
 is acknowledged late (after the run ends) and prefetched one job at a time; the broker's visibility
 timeout is above the longest run, so a slow run is never handed to a second worker.
 """
@@ -174,6 +177,9 @@ def make_celery(settings: Settings) -> Celery:
 class Dispatcher(Protocol):
     """Hands a stored experiment to the workers of its backend."""
 
+    def queue_of(self, backend: Backend, device: Device, suite: str) -> str:
+        """The queue ``enqueue`` sends such a run to (recorded on the run: ``core.fair_share``)."""
+
     def enqueue(self, experiment_id: str, backend: Backend, device: Device, suite: str) -> None:
         """Queue a run of the experiment, whose spec asks for ``device`` on an environment of
         ``suite``, on ``queue_for``'s queue (only after its row is committed)."""
@@ -197,9 +203,11 @@ class CeleryDispatcher:
         self.settings = settings
         self.app = app if app is not None else make_celery(settings)
 
+    def queue_of(self, backend: Backend, device: Device, suite: str) -> str:
+        return queue_for(self.settings, Backend(backend), device, suite)
+
     def enqueue(self, experiment_id: str, backend: Backend, device: Device, suite: str) -> None:
-        queue = queue_for(self.settings, Backend(backend), device, suite)
-        self._send(RUN_TASK, experiment_id, queue)
+        self._send(RUN_TASK, experiment_id, self.queue_of(backend, device, suite))
 
     def enqueue_match(self, match_id: str, backend: Backend, suite: str) -> None:
         # A match plays its policies on the CPU (``learners.policy.load_policy``).

@@ -96,20 +96,18 @@ def _resend(
     now: dt.datetime,
 ) -> bool:
     with session_factory() as session:
-        if not ExperimentRepository(session).mark_dispatched(experiment, now):
+        experiments = ExperimentRepository(session)
+        if not experiments.mark_dispatched(experiment, now):
             return False  # started, cancelled, or sent by another API process since it was read
+        device, suite = requested_device(experiment.spec), requested_suite(experiment.spec)
+        experiments.set_queue(experiment.id, dispatcher.queue_of(experiment.backend, device, suite))
         EventRepository(session).add(
             experiment.id,
             EventKind.LOG,
             {"level": "warning", "message": RESENT, "step": experiment.step},
         )
         session.commit()
-    dispatcher.enqueue(
-        experiment.id,
-        experiment.backend,
-        requested_device(experiment.spec),
-        requested_suite(experiment.spec),
-    )
+    dispatcher.enqueue(experiment.id, experiment.backend, device, suite)
     log.warning("experiment %s: %s", experiment.id, RESENT)
     return True
 

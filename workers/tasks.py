@@ -19,7 +19,15 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.db import make_engine, make_session_factory
-from core.queue import MATCH_TASK, RUN_TASK
+from core.enums import ExperimentStatus
+from core.queue import (
+    MATCH_TASK,
+    RUN_TASK,
+    CeleryDispatcher,
+    requested_device,
+    requested_suite,
+)
+from core.repositories import ExperimentRepository
 from core.settings import get_settings
 from core.storage import ArtifactStore, store_for
 from core.streaming import publish_after_commit, publisher_for
@@ -70,9 +78,35 @@ def run_experiment_task(self: Task, experiment_id: str) -> str:
         self,
         f"experiment {experiment_id}",
         lambda storage: run_experiment(
-            experiment_id, _session_factory(), storage, _limits(), _shutdown.is_set, worker_id()
+            experiment_id,
+            _session_factory(),
+            storage,
+            _limits(),
+            _shutdown.is_set,
+            worker_id(),
+            on_swapped=_send_again,
         ),
     )
+
+
+@lru_cache(maxsize=1)
+def _dispatcher() -> CeleryDispatcher:
+    return CeleryDispatcher(get_settings(), app)
+
+
+def _send_again(experiment_id: str) -> None:
+    """Send a message for a queued run whose message this worker used to start a fairer run of
+    its queue (``core.fair_share``). A broker that refuses is left to the API's reconciler, which
+    sends a queued run's missing message again (``core.reconcile``)."""
+    try:
+        with _session_factory()() as session:
+            experiment = ExperimentRepository(session).get(experiment_id)
+            if experiment is None or experiment.status != ExperimentStatus.QUEUED:
+                return
+            backend, spec = experiment.backend, experiment.spec
+        _dispatcher().enqueue(experiment_id, backend, requested_device(spec), requested_suite(spec))
+    except Exception as exc:  # the broker's or the database's; the reconciler covers both
+        log.warning("could not send experiment %s's message again: %s", experiment_id, exc)
 
 
 @app.task(name=MATCH_TASK, bind=True, max_retries=20)  # type: ignore[untyped-decorator]

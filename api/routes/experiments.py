@@ -183,9 +183,10 @@ def list_experiments(
     description="The spec, status (with its reason), progress, timestamps and latest metrics; "
     "the worker holding the run with its last heartbeat and lease; how many times it was "
     "restarted after losing a worker (`restarts` of `max_restarts`); the `device` it runs on; "
-    "and, while it is queued, its `queue_position` in its queue (its backend's, or that "
-    "backend's GPU queue for a spec asking for `cuda`) and, when no GPU worker of its backend "
-    "is registered for such a run, why it waits (`status_reason`).",
+    "and, while it is queued, its `queue_position` in its queue's fair order across projects "
+    "(its backend's queue, or that backend's GPU queue for a spec asking for `cuda`) and, "
+    "when no GPU worker of its backend is registered for such a run, why it waits "
+    "(`status_reason`).",
     responses=error_responses(404),
 )
 def get_experiment(

@@ -117,8 +117,11 @@ class ExperimentOut(BaseModel):
     queue_position: int | None = Field(
         default=None,
         description="A queued run's place among the runs queued on its queue (1: taken next): "
-        "its backend's queue, or its GPU queue for a spec asking for `cuda`. In the responses "
-        "about one experiment; null in lists and in other statuses.",
+        "its backend's queue, or its GPU queue for a spec asking for `cuda`, in the fair order "
+        "across projects (runs the service interrupted first, then the project with the fewest "
+        "runs on the queue's workers, then the one that started a run least recently, then the "
+        "first queued). In the responses about one experiment; null in lists and in other "
+        "statuses.",
     )
     sweep_id: str | None = Field(
         default=None, description="The sweep the run belongs to; null for a run of its own."

@@ -227,6 +227,16 @@ class ExperimentRepository:
             .execution_options(synchronize_session=False)
         )
 
+    def set_queue(self, experiment_id: str, queue: str) -> None:
+        """Record the queue the queued run's message goes to (``core.fair_share``). Leaves
+        ``updated_at`` (the run's place in its queue) as it is."""
+        self.session.execute(
+            update(Experiment)
+            .where(Experiment.id == experiment_id, Experiment.status == ExperimentStatus.QUEUED)
+            .values(queue=queue)
+            .execution_options(synchronize_session=False)
+        )
+
     def set_device(self, experiment_id: str, worker_id: str, device: str) -> bool:
         """Record the device ``worker_id`` runs the experiment on; False when that worker no
         longer holds it."""

@@ -4,6 +4,7 @@ PostgreSQL database and Redis."""
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -45,7 +46,7 @@ def _running_stack(
     try:
         client.wait_ready(process=api)
         worker.wait_for_output(" ready.")
-        yield Stack(client, worker)
+        yield Stack(client, worker, env)
     finally:
         client.http.close()
         api.stop()
@@ -72,6 +73,18 @@ def full_stack(
     ``make up``), as processes."""
     folder = tmp_path_factory.mktemp("full-stack")
     with _running_stack(folder, [], pg_url, redis_url, queue_prefix) as running:
+        yield running
+
+
+@pytest.fixture
+def fresh_stack(
+    tmp_path_factory: pytest.TempPathFactory, pg_url: str, redis_url: str
+) -> Iterator[Stack]:
+    """The API and one torch worker as processes on queues of the test's own (no other test's
+    run is on them)."""
+    folder = tmp_path_factory.mktemp("fresh-stack")
+    prefix = f"fresh-{secrets.token_hex(4)}."
+    with _running_stack(folder, ["--backend", "torch"], pg_url, redis_url, prefix) as running:
         yield running
 
 

@@ -213,10 +213,11 @@ class Api:
 
 @dataclass(frozen=True)
 class Stack:
-    """A running API (its client) and the worker process behind it."""
+    """A running API (its client), the worker process behind it, and their environment."""
 
     api: Api
     worker: ServiceProcess
+    env: Mapping[str, str]
 
 
 class RedisServer:

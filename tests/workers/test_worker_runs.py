@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import secrets
 import signal
 import threading
 import time
@@ -16,7 +17,7 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from core import experiments, leases
+from core import auth, experiments, leases
 from core.db import make_engine, make_session_factory
 from core.enums import EventKind, ExperimentStatus
 from core.lifecycle import transition
@@ -29,7 +30,9 @@ from core.models import (
 )
 from core.queue import CeleryDispatcher
 from core.repositories import CheckpointRepository, MetricRepository
+from core.settings import Settings
 from core.storage import FilesystemStore, StoredObject
+from learners.admission.parse import parse_spec
 from tests.divergence_support import DIVERGING_PPO
 from workers.outcome import Outcome, RunLimits
 from workers.runs import job as run_job
@@ -523,3 +526,53 @@ def test_a_run_past_its_storage_limits_fails_and_keeps_its_earlier_checkpoints(
     assert "(MARLFORGE_PROJECT_MAX_ARTIFACT_MB)" in (row.status_reason or "")
     assert _checkpoint_steps(session_factory, late) == []
     assert not any(storage.checkpoint_dir(late).glob("*.ckpt"))
+
+
+def test_a_message_starts_the_fairest_run_of_its_queue_and_its_own_run_is_sent_again(
+    tmp_path: Path,
+    pg_url: str,
+    tiny_spec: Callable[..., dict[str, Any]],
+    session_factory: sessionmaker[Session],
+    storage: FilesystemStore,
+    limits: RunLimits,
+) -> None:
+    # A queue of the test's own: other tests' runs in the shared database are not on it.
+    prefix = f"fairtest-{secrets.token_hex(3)}."
+    dispatcher = CeleryDispatcher(
+        Settings(
+            var_dir=tmp_path / "var",
+            database_url=pg_url,
+            broker_url="filesystem://",
+            queue_prefix=prefix,
+        )
+    )
+
+    def submit_to(project: str) -> str:
+        with session_factory() as session:
+            owner = auth.ensure_project(session, project).id
+            spec = parse_spec(tiny_spec(total_steps=200, name=f"{project}-run"))
+            return experiments.submit(session, dispatcher, spec, owner).id
+
+    project_a, project_b = f"fair-a-{secrets.token_hex(2)}", f"fair-b-{secrets.token_hex(2)}"
+    a1, a2, b1 = submit_to(project_a), submit_to(project_a), submit_to(project_b)
+    with session_factory() as session:  # A's first run holds a worker of the queue
+        transition(session, a1, [S.QUEUED], S.RUNNING, "held", **leases.hold("w-other", 600))
+        session.commit()
+    try:
+        # Called as a broker's message is (workers.tasks): A's second run's message starts B's run.
+        sent_again: list[str] = []
+        outcome = run_experiment(
+            a2, session_factory, storage, limits, worker_id="w-fair", on_swapped=sent_again.append
+        )
+        assert outcome == Outcome.DONE
+        assert sent_again == [a2]
+        ran, waiting = _experiment(session_factory, b1), _experiment(session_factory, a2)
+        assert (ran.status, ran.worker_id, ran.step) == (S.SUCCEEDED, "w-fair", 200)
+        assert (waiting.status, waiting.attempts) == (S.QUEUED, 0)
+        # Called directly (no broker), a run id means that run.
+        assert run_experiment(a2, session_factory, storage, limits) == Outcome.DONE
+        assert _experiment(session_factory, a2).status == S.SUCCEEDED
+    finally:
+        with session_factory() as session:
+            transition(session, a1, [S.RUNNING], S.FAILED, "test over", **leases.RELEASED)
+            session.commit()

@@ -158,11 +158,14 @@ class HeldRun:
         reason: str | None,
         log_at: int | None,
     ) -> bool:
-        finished_at = None if to == S.QUEUED else utcnow()
+        now = utcnow()
+        # A run handed back to its queue goes ahead of new work there (``core.fair_share``).
+        finished_at, interrupted_at = (None, now) if to == S.QUEUED else (now, None)
         with self.session_factory() as session:
             moved = transition(
                 session, self.experiment_id, expected, to, reason,
-                condition=self.condition(), finished_at=finished_at, **leases.RELEASED,
+                condition=self.condition(), finished_at=finished_at,
+                interrupted_at=interrupted_at, **leases.RELEASED,
             )  # fmt: skip
             if moved is not None and log_at is not None:
                 level = "error" if to == S.FAILED else "warning"

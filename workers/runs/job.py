@@ -15,7 +15,7 @@ instead.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -23,11 +23,12 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from core import leases
+from core import fair_share, leases
 from core.db import make_engine, make_session_factory, retry_transient, utcnow
 from core.enums import ExperimentStatus
 from core.lifecycle import transition
 from core.models import Experiment
+from core.queue import requested_suite
 from core.repositories import ExperimentRepository
 from core.settings import get_settings
 from core.storage import ArtifactStore
@@ -70,15 +71,31 @@ def run_experiment(
     limits: RunLimits,
     shutdown_requested: Callable[[], bool] = lambda: False,
     worker_id: str | None = None,
+    on_swapped: Callable[[str], None] | None = None,
 ) -> Outcome:
     """Run the experiment's training to its end, in a child process, and record the result.
-    ``worker_id`` names this worker in the run's lease (``core.leases.default_worker_id()``)."""
+    ``worker_id`` names this worker in the run's lease (``core.leases.default_worker_id()``).
+
+    With ``on_swapped`` (a broker's message: ``workers.tasks``) the experiment's message is a
+    claim on its queue: the worker runs the queue's first run in the fair order
+    (``core.fair_share``) and, when that is another run, calls ``on_swapped(experiment_id)`` so
+    the experiment, still queued, has a message again. Without it, the experiment's own run."""
     worker_id = worker_id or leases.default_worker_id()
-    spec = _claim(experiment_id, session_factory, limits, worker_id)
-    if isinstance(spec, Outcome):
-        return spec
-    if spec is None:
+    claimed = _claim(experiment_id, session_factory, limits, worker_id, on_swapped is not None)
+    if isinstance(claimed, Outcome):
+        return claimed
+    if claimed is None:
         return Outcome.DONE
+    if on_swapped is not None and claimed[0] != experiment_id:
+        log.info(
+            "message of experiment %s: started experiment %s instead, first in its queue's fair "
+            "order (core.fair_share); sending experiment %s's message again",
+            experiment_id,
+            claimed[0],
+            experiment_id,
+        )
+        on_swapped(experiment_id)
+    experiment_id, spec = claimed
     job = RunJob(experiment_id, spec, _database_url(session_factory), storage, limits, worker_id)
     lease = Lease(session_factory, experiment_id, worker_id, limits.lease_ttl_s)
     result = supervise(
@@ -190,12 +207,18 @@ def _hooks(
 
 
 def _claim(
-    experiment_id: str, session_factory: sessionmaker[Session], limits: RunLimits, worker_id: str
-) -> ExperimentSpec | Outcome | None:
-    """Move the experiment to ``running`` under this worker's lease and return its spec; None
-    when there is nothing to run (it is not queued: a redelivered message of a run another worker
-    holds, or one that ended); ``Outcome.ELSEWHERE``, leaving it queued, when its environment
-    suite is not one this worker serves."""
+    experiment_id: str,
+    session_factory: sessionmaker[Session],
+    limits: RunLimits,
+    worker_id: str,
+    fair: bool,
+) -> tuple[str, ExperimentSpec] | Outcome | None:
+    """Move a queued run to ``running`` under this worker's lease and return its id and spec:
+    the experiment's own run, or with ``fair`` the first run of its queue in the fair order
+    (``core.fair_share``), which may be another. None when there is nothing to run (it is not
+    queued: a redelivered message of a run another worker holds, or one that ended);
+    ``Outcome.ELSEWHERE``, leaving it queued, when its environment suite is not one this worker
+    serves."""
     with session_factory() as session:
         experiment = ExperimentRepository(session).get(experiment_id)
         if experiment is None:
@@ -204,27 +227,47 @@ def _claim(
         if experiment.status != S.QUEUED:
             log.info("experiment %s is %s; not starting it", experiment_id, experiment.status)
             return None
-        try:
-            spec = ExperimentSpec.model_validate(experiment.spec)
-        except ValidationError as exc:
-            _fail_unclaimed(session, experiment, f"the stored spec is no longer valid: {exc}")
-            return None
-        if spec.env.suite not in served_suites():
+        suite = requested_suite(experiment.spec)
+        if suite not in served_suites():
             log.info(
                 "experiment %s is for the %s suite, which this worker does not serve (it serves "
                 "%s); leaving it queued",
                 experiment_id,
-                spec.env.suite,
+                suite,
                 ", ".join(served_suites()),
             )
             return Outcome.ELSEWHERE
-        moved = transition(
-            session, experiment_id, [S.QUEUED], S.RUNNING, f"started on worker {worker_id}",
-            attempts=experiment.attempts + 1, started_at=experiment.started_at or utcnow(),
-            **leases.hold(worker_id, limits.lease_ttl_s),
-        )  # fmt: skip
-        session.commit()
-        return spec if moved is not None else None
+        # The runs of one queue share a backend, a device class and a suite: any of them runs here.
+        candidates: Iterable[str] = [experiment_id]
+        if fair and experiment.queue is not None:
+            candidates = fair_share.order(fair_share.load(session, experiment.queue))
+        for candidate in candidates:
+            spec = _take(session, candidate, limits, worker_id)
+            if spec is not None:
+                return candidate, spec
+    return None
+
+
+def _take(
+    session: Session, experiment_id: str, limits: RunLimits, worker_id: str
+) -> ExperimentSpec | None:
+    """Claim the run if it is still queued (another worker may have taken it since the order was
+    read); fail it when its stored spec no longer parses."""
+    experiment = ExperimentRepository(session).get(experiment_id)
+    if experiment is None or experiment.status != S.QUEUED:
+        return None
+    try:
+        spec = ExperimentSpec.model_validate(experiment.spec)
+    except ValidationError as exc:
+        _fail_unclaimed(session, experiment, f"the stored spec is no longer valid: {exc}")
+        return None
+    moved = transition(
+        session, experiment_id, [S.QUEUED], S.RUNNING, f"started on worker {worker_id}",
+        attempts=experiment.attempts + 1, started_at=experiment.started_at or utcnow(),
+        **leases.hold(worker_id, limits.lease_ttl_s),
+    )  # fmt: skip
+    session.commit()
+    return spec if moved is not None else None
 
 
 def _fail_unclaimed(session: Session, experiment: Experiment, reason: str) -> None:
