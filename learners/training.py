@@ -24,7 +24,7 @@ from learners.envs.base import VecEnv
 from learners.envs.factory import make_vec_env
 from learners.hooks import TrainingHooks
 from learners.registry import RunnerKind, entry
-from learners.runners.base import RunContext
+from learners.runners.base import REPORT_PREFIX, RunContext
 from learners.spec import ExperimentSpec
 from learners.warm_start import warm_start
 
@@ -56,6 +56,7 @@ def _resume(ctx: RunContext, path: Path) -> None:
     ctx.learner.load_state(tensors)
     rng.restore(ctx.rng, tensors["rng/runner"])
     ctx.step, ctx.resumed, ctx.resume = manifest.step, True, (tensors, manifest.runner)
+    ctx.report_window = {n: t for n, t in tensors.items() if n.startswith(REPORT_PREFIX)}
 
 
 # From about this many copies the vector engine steps faster on a GPU than NumPy on one host

@@ -15,6 +15,9 @@ On an env with more than one team (``EnvInfo.teams``), ``train/episode_return/<t
 ``eval/episode_return/<team>`` beside them: the mean over the team's agents of each agent's return,
 averaged over the same episodes. A one-team env gets no such series (it would repeat the first).
 
+A checkpoint keeps what the next report would average, noted so far (``report/...`` tensors), so a
+resumed run's reports average the same episodes and updates as an uninterrupted run's.
+
 Every update's losses (its stats named ``loss`` or ``loss_...``) are checked as they arrive: a NaN
 or infinite one ends the run with ``NonFiniteLoss`` at that step, after reporting what was noted
 before it, unless the spec turns the guard off (``fail_on_nonfinite_loss``).
@@ -45,6 +48,9 @@ from learners.spec import ExperimentSpec
 # Metrics and progress go out after every this many env steps (and at evaluations and the end).
 REPORT_EVERY_STEPS = 1000
 
+REPORT_PREFIX = "report/"
+"""A checkpoint's tensors of what the next report averages, noted so far (``Reporter.window``)."""
+
 RunnerState = tuple[Tensors, dict[str, JsonValue]]
 """A runner's own part of a checkpoint: tensors (``replay/...``) and JSON counters."""
 
@@ -71,6 +77,8 @@ class RunContext:
     resume: tuple[Tensors, dict[str, Any]] | None = None
     """A resumed run's checkpoint tensors and runner counters, until the runner takes them with
     ``take_resume``; the learner's state and ``rng`` are already loaded from them."""
+    report_window: Tensors | None = None
+    """A resumed run's checkpoint tensors of its report window (``Reporter.window``)."""
 
     def take_resume(self) -> tuple[Tensors, dict[str, Any]] | None:
         """The checkpoint's tensors and the runner's counters when resuming, once: the context
@@ -155,7 +163,13 @@ class Reporter:
     """Batches metric points and sends them with the progress; one ``hooks.metrics`` call per
     report, never one per scalar."""
 
-    def __init__(self, hooks: TrainingHooks, step: int, teams: Sequence[str]) -> None:
+    def __init__(
+        self,
+        hooks: TrainingHooks,
+        step: int,
+        teams: Sequence[str],
+        window: Mapping[str, NDArray[Any]] | None = None,
+    ) -> None:
         self._hooks = hooks
         self._teams = tuple(teams)
         self._episodes = Episodes(self._teams)
@@ -164,6 +178,36 @@ class Reporter:
         self._since_step = step
         self._since_time = time.perf_counter()
         self._paused = 0.0
+        if window:
+            self._restore(window)
+
+    def window(self) -> Tensors:
+        """What the next report averages, noted so far (the episodes that ended, each update's
+        stats), as checkpoint tensors (``report/...``). A run resumed from the checkpoint starts
+        its window with them, so its first report averages the same episodes and updates as an
+        uninterrupted run's report at that step."""
+        episodes = self._episodes
+        tensors: Tensors = {
+            f"{REPORT_PREFIX}episodes/returns": np.asarray(episodes.returns, np.float64),
+            f"{REPORT_PREFIX}episodes/lengths": np.asarray(episodes.lengths, np.int64),
+        }
+        for team, returns in episodes.team_returns.items():
+            tensors[f"{REPORT_PREFIX}episodes/team/{team}"] = np.asarray(returns, np.float64)
+        for name, values in self._stats.items():
+            tensors[f"{REPORT_PREFIX}stats/{name}"] = np.asarray(values, np.float64)
+        return tensors
+
+    def _restore(self, window: Mapping[str, NDArray[Any]]) -> None:
+        episodes = self._episodes
+        episodes.returns = [float(v) for v in window[f"{REPORT_PREFIX}episodes/returns"]]
+        episodes.lengths = [int(v) for v in window[f"{REPORT_PREFIX}episodes/lengths"]]
+        for team in episodes.team_returns:
+            values = window.get(f"{REPORT_PREFIX}episodes/team/{team}", ())
+            episodes.team_returns[team] = [float(v) for v in values]
+        stats = f"{REPORT_PREFIX}stats/"
+        for name, values in window.items():
+            if name.startswith(stats):
+                self._stats[name.removeprefix(stats)] = [float(v) for v in values]
 
     def episodes(self, transition: Transition) -> None:
         """Note the episodes that ended in this step."""
@@ -171,9 +215,9 @@ class Reporter:
             self._episodes.note(transition, int(i))
 
     def stats(self, stats: Mapping[str, float]) -> None:
-        """Note one update's stats (reported as their mean)."""
+        """Note one update's stats (reported as their mean, in float64)."""
         for name, value in stats.items():
-            self._stats.setdefault(name, []).append(value)
+            self._stats.setdefault(name, []).append(float(value))
 
     def add(self, step: int, values: Mapping[str, float]) -> None:
         """Queue points to send with the next report."""
@@ -252,7 +296,8 @@ class Loop:
     def __init__(self, ctx: RunContext, runner_state: Callable[[], RunnerState]) -> None:
         self._ctx = ctx
         self._runner_state = runner_state
-        self.reporter = Reporter(ctx.hooks, ctx.step, ctx.env.info.teams)
+        self.reporter = Reporter(ctx.hooks, ctx.step, ctx.env.info.teams, ctx.report_window)
+        ctx.report_window = None
         self._report = Every(REPORT_EVERY_STEPS, ctx.step)
         self._eval = Every(ctx.spec.evaluation.every_steps, ctx.step)
         self._checkpoint = Every(ctx.spec.checkpoint.every_steps, ctx.step)
@@ -283,8 +328,9 @@ class Loop:
         self._last_eval = self._ctx.step
         self.reporter.pause(time.perf_counter() - start)
 
-    def save_checkpoint(self) -> None:
-        """Write a checkpoint of the learner and the runner at the current step."""
+    def save_checkpoint(self, window: Tensors | None = None) -> None:
+        """Write a checkpoint of the learner, the runner and the report ``window`` (else the
+        reporter's now) at the current step."""
         ctx = self._ctx
         if self._last_checkpoint == ctx.step:
             return
@@ -292,6 +338,7 @@ class Loop:
         runner_tensors, runner_counters = self._runner_state()
         tensors: dict[str, NDArray[Any]] = {**ctx.learner.state(), **runner_tensors}
         tensors["rng/runner"] = rng.state_tensor(ctx.rng)
+        tensors.update(self.reporter.window() if window is None else window)
         manifest = build_manifest(ctx, runner_counters)
         ctx.hooks.checkpoint(ctx.step, lambda path: checkpoint.write(path, tensors, manifest))
         self._last_checkpoint = ctx.step
@@ -315,8 +362,12 @@ class Loop:
         return self.stopped
 
     def finish(self) -> None:
-        """The end of a run: a final evaluation (unless it was stopped), report and checkpoint."""
+        """The end of a run: a final evaluation (unless it was stopped), report and checkpoint.
+        A stopped run reports what it noted, and its checkpoint keeps that window too: resumed,
+        its next report averages what an uninterrupted run's would (its one extra point is the
+        one at the step it stopped at)."""
         if not self.stopped and self._last_eval != self._ctx.step:
             self._evaluate()
+        window = self.reporter.window() if self.stopped else None
         self.reporter.flush(self._ctx.step)
-        self.save_checkpoint()
+        self.save_checkpoint(window)

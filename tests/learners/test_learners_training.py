@@ -224,3 +224,47 @@ def test_ddpg_learns_pendulum(make_spec: Callable[..., ExperimentSpec], hooks: M
     (_, early), (_, late) = hooks.series("eval/episode_return")
     assert early < -900
     assert late > -400
+
+
+@pytest.mark.parametrize("stopped", [False, True], ids=["killed", "stopped"])
+def test_a_resumed_run_reports_what_an_uninterrupted_run_reports(
+    stopped: bool, make_spec: Callable[..., ExperimentSpec], tmp_path: Path
+) -> None:
+    """The checkpoint keeps the report window: the report at 1,000 steps, after a resume at 800,
+    averages the updates and episodes since 0, as the uninterrupted run's does (not those since
+    800). ``killed``: resumed from a periodic checkpoint; ``stopped``: from the one a stop wrote
+    after reporting (800 is on no checkpoint's grid; both fall on an episode boundary, where
+    resume is exact)."""
+    spec = make_spec(
+        total_steps=1200,
+        evaluation={"every_steps": 1200, "episodes": 2},
+        checkpoint={"every_steps": 300 if stopped else 400, "keep_last": 10},
+    )
+    for name in ("whole", "first", "resumed"):
+        (tmp_path / name).mkdir()
+    whole = MemoryHooks(tmp_path / "whole")
+    train(spec, whole)
+    if stopped:
+        # should_stop is asked once per iteration from step 0, two env copies a step each.
+        first = MemoryHooks(tmp_path / "first", stop_after=401)
+        train(spec, first)
+        at, path = first.checkpoints[-1]
+        assert at == 800 and first.series("learner/loss_critic")[-1][0] == 800
+    else:
+        at, path = 800, dict(whole.checkpoints)[800]
+    assert path is not None
+    resumed = MemoryHooks(tmp_path / "resumed")
+    train(spec, resumed, resume_from=path)
+
+    def after(hooks: MemoryHooks) -> dict[tuple[int, str], float]:
+        return {
+            (p.step, p.name): p.value
+            for p in hooks.points
+            if p.step > at and not p.name.startswith("perf/")
+        }
+
+    expected, got = after(whole), after(resumed)
+    assert (1000, "learner/loss_critic") in expected and (1000, "train/episode_return") in expected
+    assert set(got) == set(expected)
+    for key, value in expected.items():
+        assert got[key] == pytest.approx(value, rel=1e-6), key
