@@ -186,8 +186,9 @@ def _show(client: Client, sweep_id: str, metric: str, as_json: bool, as_csv: boo
 
 
 def _summary_table(summary: Json) -> None:
-    """The ranked configurations: rank, key, the swept values, finished runs, mean, IQM with its
-    95% interval, and P(best > it) with its interval."""
+    """The ranked configurations: rank, key, the swept values, runs finished with their whole
+    budget (and those a rung stopped), mean, IQM with its 95% interval, and P(best > it) with its
+    interval."""
     paths: list[str] = summary["params"]
     header = ("RANK", "KEY", *_short_names(paths), "RUNS", "MEAN", "IQM (95% CI)")
     rows = [(*header, "P(BEST > IT) (95% CI)")]
@@ -195,7 +196,11 @@ def _summary_table(summary: Json) -> None:
         final, better = c["final"], c["improvement"]
         rank = str(c["rank"]) if c["rank"] is not None else "-"
         values = [_value(c["params"].get(path)) for path in paths]
-        runs = f"{c['succeeded']}/{c['runs']}"
+        # Runs a rung stopped succeeded short of their budget: no final value.
+        stopped = c.get("stopped_early", 0)
+        runs = f"{c['succeeded'] - stopped}/{c['runs']}" + (
+            f" ({stopped} stopped)" if stopped else ""
+        )
         mean = _number(final["mean"]) if final else "-"
         iqm = _estimate(final["iqm"], final["iqm_ci95"], _number) if final else "-"
         p = _estimate(better["probability"], better["ci95"], _fraction) if better else "-"

@@ -63,6 +63,8 @@ class StopCause(StrEnum):
     SHUTDOWN = "shutdown"
     TIME_LIMIT = "time_limit"
     LOST = "lost"
+    EARLY_STOP = "early_stop"
+    """A rung of the run's sweep stopped it (``workers.runs.early_stop``)."""
 
 
 class ArtifactWriteError(OSError):
@@ -112,6 +114,8 @@ class DatabaseHooks:
         checkpoints kept. None: no limit. ``database_outage_s``: how long an unreachable database
         is waited for (the worker passes most of the lease's length) before the run fails."""
         self.experiment_id = experiment_id
+        self.stop_reason: str | None = None
+        """Why the run was told to stop, where the cause alone does not say (``EARLY_STOP``)."""
         self.database_outage_s = database_outage_s
         self._outage_since: float | None = None
         self._outage_step = 0

@@ -64,7 +64,12 @@ MetricQuery = Annotated[
     "anything is stored: one bad run is a 422 naming the parameter (`space.grid.<path>`), its "
     "value and the reason, or the base's field (`base.<field>`), and nothing is created. The "
     "runs are stored `pending` and started oldest first, at most `max_concurrent` queued or "
-    "running at once (and within the project's limit of active runs). A sweep counts as one "
+    "running at once (and within the project's limit of active runs). With `early_stopping` "
+    '(`{"method": "asha", "rungs": [...], "reduction_factor": 3}`) a run whose '
+    "configuration's evaluation return at a rung is not among the best `max(1, n // η)` of the "
+    "`n` configurations scored there so far stops at the rung and ends `succeeded` short of its "
+    "budget, with the reason; rungs that miss a run's budget or evaluation grid are a 422 on "
+    "`early_stopping.rungs`. A sweep counts as one "
     "submission towards the project's rate; one whose runs' estimated checkpoints would take the "
     "project past `MARLFORGE_PROJECT_MAX_ARTIFACT_MB` is a 429. `Idempotency-Key` works as on "
     "`POST /v1/experiments`.",

@@ -111,6 +111,10 @@ class ConfigSummaryOut(BaseModel):
     runs: int
     succeeded: int
     failed: int
+    stopped_early: int = Field(
+        description="Runs a rung of the sweep's `early_stopping` stopped (`succeeded` short of "
+        "their budget; their values are not final ones)."
+    )
     active: int = Field(description="Runs not finished yet (pending, queued, running...).")
     experiment_ids: list[str]
     final: FinalOut | None = Field(description="Null until one of its runs has succeeded.")
@@ -149,6 +153,7 @@ def _config_out(c: ConfigSummary) -> dict[str, Any]:
     better = c.improvement
     return {
         **{k: getattr(c, k) for k in ("key", "params", "rank", "runs", "succeeded", "failed")},
+        "stopped_early": c.stopped_early,
         "active": c.active,
         "experiment_ids": c.experiment_ids,
         "final": None if final is None else {

@@ -9,8 +9,9 @@ per seed. A spec path is dotted into the spec's JSON: ``hyperparameters.learning
 
 ``expand`` builds every child spec and validates each with ``learners.spec.parse_spec``, so a sweep
 is refused whole (nothing stored) when any child would be; each problem names the parameter and
-the value that caused it (``space.grid.<path>``) or the base spec's field (``base.<field>``).
-Nothing here touches a database.
+the value that caused it (``space.grid.<path>``) or the base spec's field (``base.<field>``); an
+``early_stopping`` whose rungs do not fit a child's budget and evaluations is refused the same way
+(``early_stopping.rungs``). Nothing here touches a database.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
+from core.sweeps.asha import EarlyStopping, rung_errors
 from learners.api import (
     ExperimentSpec,
     FieldError,
@@ -80,6 +82,9 @@ class SweepSpec(BaseModel):
     max_concurrent: int = Field(default=4, ge=1, le=1000)
     """At most this many of the sweep's runs are queued or running at once; the rest wait as
     ``pending``."""
+    early_stopping: EarlyStopping | None = None
+    """Stop runs of configurations that fall behind at the rungs (``core.sweeps.asha``); null:
+    every run trains its whole budget."""
 
 
 @dataclass(frozen=True)
@@ -178,6 +183,9 @@ def expand(
                     else:
                         unswept.setdefault((error.field, error.reason), {})[config.key] = config
                 continue
+            if sweep.early_stopping is not None:
+                for error in rung_errors(sweep.early_stopping, parsed):
+                    swept.setdefault((error.field, error.reason), error)
             children.append(Child(config.key, seed, parsed.model_dump(mode="json")))
     errors = list(swept.values()) + _base_errors(unswept, len(configs))
     if errors:

@@ -1,7 +1,8 @@
 """A sweep's summary: which configuration is better, and whether the difference is real.
 
-Per configuration, over its runs that **succeeded** (a failed or cancelled run has no final value;
-the counts say how many there are): each run's final value of the metric (its last finite point),
+Per configuration, over its runs that **succeeded** with their whole budget (a failed or cancelled
+run, or one a rung of ``early_stopping`` stopped, has no final value; the counts say how many there
+are): each run's final value of the metric (its last finite point),
 their mean and interquartile mean, each with a 95% bootstrap interval; an aggregate curve (the mean
 over the configuration's runs, with a 95% band, on one step grid common to the sweep: every run
 that has points counts, finished or not, holding its last value between points); a rank by IQM;
@@ -19,7 +20,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from core.enums import ExperimentStatus
-from core.models import Sweep
+from core.models import Experiment, Sweep
 from core.repositories.sweeps import SweepRepository
 from core.sweeps import stats
 
@@ -57,6 +58,8 @@ class ConfigSummary:
     failed: int
     active: int
     experiment_ids: list[str]
+    stopped_early: int = 0
+    """Its runs that a rung stopped (``succeeded`` short of their budget: no final value)."""
     final: FinalValues | None = None
     rank: int | None = None
     improvement: Improvement | None = None
@@ -81,9 +84,17 @@ def summarize(session: Session, sweep: Sweep, metric: str = DEFAULT_METRIC) -> S
     series = repo.series([r.id for r in runs], metric)
     grid = stats.common_grid([[s for s, _ in points] for points in series.values()])
     configs = []
+    early = sweep.spec.get("early_stopping") is not None
     for config in sweep.configurations:
         mine = [r for r in runs if r.sweep_config == config["key"]]
-        done = [r for r in mine if r.status == ExperimentStatus.SUCCEEDED and series.get(r.id)]
+        # A run a rung stopped (``core.sweeps.asha``) succeeded short of its budget: its last
+        # value is not a final one.
+        stopped = [r for r in mine if early and _stopped_early(r)]
+        done = [
+            r
+            for r in mine
+            if r.status == ExperimentStatus.SUCCEEDED and series.get(r.id) and r not in stopped
+        ]
         summary = ConfigSummary(
             key=config["key"],
             params=config["params"],
@@ -92,6 +103,7 @@ def summarize(session: Session, sweep: Sweep, metric: str = DEFAULT_METRIC) -> S
             failed=sum(r.status == ExperimentStatus.FAILED for r in mine),
             active=sum(not r.status.is_terminal for r in mine),
             experiment_ids=[r.id for r in mine],
+            stopped_early=len(stopped),
             final=_final([series[r.id][-1][1] for r in done]),
         )
         curves = [series[r.id] for r in mine if series.get(r.id)]
@@ -104,6 +116,10 @@ def summarize(session: Session, sweep: Sweep, metric: str = DEFAULT_METRIC) -> S
         sweep.spec.get("space", {}).get("random", {})
     )
     return SweepSummary(sweep.id, metric, configs, params)
+
+
+def _stopped_early(run: Experiment) -> bool:
+    return run.status == ExperimentStatus.SUCCEEDED and run.step < run.total_steps
 
 
 def _final(values: list[float]) -> FinalValues | None:
@@ -136,8 +152,8 @@ def _rank(configs: list[ConfigSummary]) -> None:
 
 
 CSV_COLUMNS = [
-    "rank", "config", "runs", "succeeded", "failed", "mean", "mean_low", "mean_high", "iqm",
-    "iqm_low", "iqm_high", "p_best_better", "p_low", "p_high", "final_values",
+    "rank", "config", "runs", "succeeded", "failed", "stopped_early", "mean", "mean_low",
+    "mean_high", "iqm", "iqm_low", "iqm_high", "p_best_better", "p_low", "p_high", "final_values",
 ]  # fmt: skip
 
 
@@ -150,7 +166,7 @@ def to_csv(summary: SweepSummary) -> str:
         f, p = c.final, c.improvement
         row: list[Any] = [c.rank or "", c.key]
         row += [_cell(c.params.get(name)) for name in summary.params]
-        row += [c.runs, c.succeeded, c.failed]
+        row += [c.runs, c.succeeded, c.failed, c.stopped_early]
         row += (
             [f.mean, f.mean_ci95.low, f.mean_ci95.high, f.iqm, f.iqm_ci95.low, f.iqm_ci95.high]
             if f

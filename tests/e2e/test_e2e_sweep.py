@@ -87,3 +87,64 @@ def test_a_sweep_trains_within_max_concurrent_and_summarises_its_runs(
     other = summary["configurations"][1]
     assert best["final"]["iqm"] >= other["final"]["iqm"]
     assert 0.0 <= other["improvement"]["probability"] <= 1.0
+
+
+def test_successive_halving_stops_the_configurations_behind_at_the_rung(
+    stack: Api, tiny_spec: Callable[..., dict[str, Any]]
+) -> None:
+    """Four configurations, one seed each, one at a time (so each reaches the rung after the ones
+    before it ended): at the rung (400 of 800 steps) a run goes on only if its evaluation return
+    is among the best max(1, n // 2) of the n configurations scored there so far."""
+    base = {k: v for k, v in tiny_spec(total_steps=800).items() if k != "seed"}
+    body = {
+        "name": "e2e asha",
+        "base": base,
+        "space": {"grid": {"hyperparameters.learning_rate_actor": [1e-3, 3e-4, 1e-4, 3e-5]}},
+        "seeds": [0],
+        "max_concurrent": 1,
+        "early_stopping": {"rungs": [400], "reduction_factor": 2},
+    }
+    created = stack.http.post("/v1/sweeps", json=body)
+    assert created.status_code == 201, created.text
+    sweep_id = created.json()["id"]
+    done = _wait_for_sweep(stack, sweep_id, max_active=1)
+    assert done["status"] == "succeeded", done["runs"]
+
+    runs = sorted(
+        stack.http.get(f"/v1/experiments?sweep_id={sweep_id}").json()["items"],
+        key=lambda r: r["started_at"],
+    )
+    seen: list[float] = []
+    stopped = set()
+    for run in runs:
+        at_rung = [
+            p["value"]
+            for p in stack.all_metrics(run["id"])
+            if p["name"] == "eval/episode_return" and p["step"] == 400
+        ]
+        assert len(at_rung) == 1, run["id"]
+        mine = at_rung[0]
+        seen.append(mine)
+        place = 1 + sum(v > mine for v in seen[:-1])
+        goes_on = place <= max(1, len(seen) // 2)
+        detail = stack.get(run["id"])
+        assert detail["status"] == "succeeded"
+        if goes_on:
+            assert detail["progress"]["step"] == 800 and detail["status_reason"] is None
+        else:
+            stopped.add(run["sweep_config"])
+            assert detail["progress"]["step"] == 400, detail
+            assert detail["status_reason"].startswith(
+                "stopped early by the sweep's successive halving: rung 1 of 1 at step 400: "
+                f"configuration {run['sweep_config']} scores"
+            ), detail["status_reason"]
+            assert f"place {place} of the {len(seen)} configurations" in detail["status_reason"]
+            # Its checkpoint at the rung is kept: a stopped run can still be looked at.
+            assert stack.checkpoints(run["id"])[-1]["step"] == 400
+    assert len(runs) == 4 and runs[0]["sweep_config"] not in stopped
+    summary = stack.http.get(f"/v1/sweeps/{sweep_id}/summary").json()
+    for config in summary["configurations"]:
+        was_stopped = config["key"] in stopped
+        assert config["stopped_early"] == int(was_stopped)
+        # A run stopped at the rung has no final value: it is not ranked against full budgets.
+        assert (config["final"] is None) == was_stopped and (config["rank"] is None) == was_stopped

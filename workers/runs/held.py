@@ -109,6 +109,8 @@ class HeldRun:
             self.end(S.FAILED, f"stopped {at}: {limit}")
         elif cause == StopCause.CANCELLED:
             self.end(S.CANCELLED, f"cancelled {at}")
+        elif cause == StopCause.EARLY_STOP:
+            self.end(S.SUCCEEDED, hooks.stop_reason)
         else:
             # Training returned without being asked to stop: the budget is spent. A cancel that
             # arrived after the last status read is moot.

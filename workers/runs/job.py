@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import Engine
@@ -37,6 +38,7 @@ from learners.api import ExperimentSpec
 from workers.hooks import DatabaseHooks
 from workers.outcome import Outcome, RunLimits
 from workers.presence import served_suites
+from workers.runs.early_stop import EarlyStoppingHooks, rungs_of
 from workers.runs.held import HeldRun
 from workers.runs.lease import Lease
 from workers.runs.resume import discard_leftovers, prepare_resume, resume_copy
@@ -184,9 +186,15 @@ def _hooks(
     storage: ArtifactStore,
     shutdown_requested: Callable[[], bool],
 ) -> DatabaseHooks:
-    """The training hooks of the run's process: its reports to the database, under its lease."""
+    """The training hooks of the run's process: its reports to the database, under its lease
+    (and a sweep run's rungs, ``workers.runs.early_stop``)."""
     spec, limits = job.spec, job.limits
-    return DatabaseHooks(
+    rungs = retry_transient(
+        lambda: rungs_of(session_factory, job.experiment_id), "reading the run's sweep"
+    )
+    extra: dict[str, Any] = {} if rungs is None else {"rungs": rungs}
+    hooks = DatabaseHooks if rungs is None else EarlyStoppingHooks
+    return hooks(
         job.experiment_id,
         session_factory,
         storage,
@@ -203,6 +211,7 @@ def _hooks(
         # Shorter than the lease, whose renewals fail alike: the run gives up before its worker
         # takes it for another's.
         database_outage_s=DATABASE_PATIENCE * limits.lease_ttl_s,
+        **extra,
     )
 
 

@@ -52,7 +52,7 @@ export async function mount(root, params, id) {
       h("div", { class: "row spread" }, h("h2", {}, "Configurations"),
         h("div", { class: "row" }, h("label", { class: "small" }, "Metric ", metrics), csv)),
       h("p", { class: "small muted" }, "Ranked by the interquartile mean (IQM) of the final values of each configuration's ",
-        "runs that succeeded, with 95% bootstrap intervals over runs; P(best > it) is the chance that a run of the best ",
+        "runs that finished their budget (not those early stopping stopped at a rung), with 95% bootstrap intervals over runs; P(best > it) is the chance that a run of the best ",
         "configuration beats a run of this one."),
       problem, h("div", { class: "table-wrap" }, table)),
     chart.el);
@@ -115,14 +115,18 @@ export async function mount(root, params, id) {
 
   function configRow(c, swept) {
     const best = c.key === summary.best;
-    const seeds = `${c.succeeded} succeeded of ${c.runs}` + (c.failed ? `, ${c.failed} failed` : "") + (c.active ? `, ${c.active} not finished` : "");
+    // A run a rung of early stopping stopped succeeded short of its budget: it has no final value.
+    const stopped = c.stopped_early || 0;
+    const seeds = `${c.succeeded - stopped} finished of ${c.runs}` + (stopped ? `, ${stopped} stopped early` : "")
+      + (c.failed ? `, ${c.failed} failed` : "") + (c.active ? `, ${c.active} not finished` : "");
     const better = c.improvement;
     return h("tr", { "data-config": c.key, class: best ? "best" : null },
       h("td", { class: "num", "data-col": "rank" }, c.rank ?? "–"),
       h("td", { "data-col": "key" }, h("span", { class: "swatch", style: `--c:${colors.get(c.key)}` }), h("b", {}, c.key),
         best && h("span", { class: "badge best" }, "best")),
       swept.map((p) => h("td", { "data-param": p }, paramValue(c.params[p]))),
-      h("td", { class: "num", "data-col": "seeds", title: seeds }, `${c.succeeded}/${c.runs}`,
+      h("td", { class: "num", "data-col": "seeds", title: seeds }, `${c.succeeded - stopped}/${c.runs}`,
+        stopped ? h("div", { class: "small muted" }, `${stopped} stopped early`) : null,
         c.failed ? h("div", { class: "small errors" }, `${c.failed} failed`) : null),
       withCi("mean", c.final?.mean, c.final?.mean_ci95),
       withCi("iqm", c.final?.iqm, c.final?.iqm_ci95),
