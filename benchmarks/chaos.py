@@ -1,22 +1,38 @@
-"""Lost workers, over and over: what recovery costs and whether it changes the result.
+"""Faults, over and over, on a deployment of real processes: what recovery costs and whether it
+changes the result.
 
-    python benchmarks/chaos.py --runs 4 --kill-every 8 --chaos-for 60 --lease-ttl 10
+    python benchmarks/chaos.py                      # the issue's scenario (about 25 minutes)
+    python benchmarks/chaos.py --runs 6 --chaos-for 90 --redis-restarts 1 --db-cut 0  # shorter
 
-Starts a deployment-like stack of real processes: a scratch PostgreSQL database on the local
-server (``--database-url``, dropped at the end), a redis-server of its own on a free port, the API
-(``marlforge api``) and two torch workers (``marlforge worker --backend torch``). It submits
-``--runs`` small DDPG runs (different seeds, checkpoints on episode boundaries) and, for
-``--chaos-for`` seconds, SIGKILLs a random worker every ``--kill-every`` seconds and starts a
-fresh one in its place (what an orchestrator does with a preempted node). Then it runs every spec
-again on the same stack with no kills, and prints:
+Starts a deployment-like stack: a scratch PostgreSQL database on the local server
+(``--database-url``, dropped at the end), a redis-server of its own on a free port (no
+persistence), the API (``marlforge api``) and ``--workers`` torch workers (``marlforge worker
+--backend torch``). ``--projects`` projects submit ``--runs`` small DDPG runs in all (different
+seeds, checkpoints on episode boundaries), each project's share in one burst, the first project's
+first. For ``--chaos-for`` seconds it then:
 
-- runs recovered (taken over at least once and then succeeded) and runs that failed;
-- seconds from a kill to each of the killed worker's runs running again (median and max);
-- steps redone per recovery (trained since the latest checkpoint when the worker was killed,
-  estimated from the time since that checkpoint and the run's speed);
-- runs whose final weights are bitwise equal to the uninterrupted run of the same spec.
+- SIGKILLs a random busy worker every ``--kill-every`` seconds and starts a fresh one in its place
+  (what an orchestrator does with a preempted node);
+- restarts Redis without its data ``--redis-restarts`` times (SIGKILL, then a new empty server on
+  the same port: every waiting and taken message is gone);
+- restarts the API ``--api-restarts`` times (SIGTERM, then a new process on the same port);
+- cuts the database off for ``--db-cut`` seconds once (it refuses connections and loses those it
+  has, as a failing-over server does).
 
-Workers are pinned to one framework thread each (``MARLFORGE_WORKER_THREADS=1``).
+Then it waits for every run to end, runs every spec again on the same stack with no faults, and
+prints:
+
+- runs stranded (not ended ``--settle`` seconds after the chaos), runs not ``succeeded``;
+- metric points lost (a reference point the run lacks), doubled (a (step, name) twice) and
+  different (a value unlike the reference's; ``perf/`` points, which time the machine, left out);
+- runs whose final weights are bitwise equal to the uninterrupted run of the same spec;
+- seconds from a kill to the killed worker's run running again (median and max), and the steps
+  redone per recovery (estimated);
+- each project's wait from submission to first start (median and max).
+
+Workers are pinned to one framework thread each (``MARLFORGE_WORKER_THREADS=1``). The lease
+(``--lease-ttl``) must outlast the database cut by a third: a run waits out a database outage for
+three quarters of it (``workers.runs.job.DATABASE_PATIENCE``).
 """
 
 from __future__ import annotations
@@ -40,14 +56,14 @@ from typing import Any
 
 import httpx
 import numpy as np
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from core import migrate  # noqa: E402
-from learners.checkpoint import read  # noqa: E402
+from learners import checkpoint  # noqa: E402
 
 
 def free_port() -> int:
@@ -68,10 +84,12 @@ class Stack:
 
     folder: Path
     env: dict[str, str]
-    api_url: str = ""
+    api_args: list[str] = field(default_factory=list)
+    api: subprocess.Popen[bytes] | None = None
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     started: int = 0
+    api_starts: int = 0
 
     def spawn(self, args: list[str], name: str, extra: dict[str, str] | None = None) -> Any:
         log = (self.folder / f"{name}.log").open("wb")
@@ -84,6 +102,16 @@ class Stack:
         )
         self.processes.append(process)
         return process
+
+    def start_api(self) -> None:
+        self.api_starts += 1
+        self.api = self.spawn(self.api_args, f"api-{self.api_starts}")
+
+    def restart_api(self) -> None:
+        if self.api is not None:
+            self.api.send_signal(signal.SIGTERM)
+            self.api.wait(timeout=60)
+        self.start_api()
 
     def start_worker(self) -> str:
         self.started += 1
@@ -142,9 +170,9 @@ def wait_ready(http: httpx.Client, timeout: float = 120) -> None:
     raise SystemExit("the API did not become ready")
 
 
-def make_key(env: dict[str, str]) -> str:
+def make_key(env: dict[str, str], project: str) -> str:
     done = subprocess.run(
-        [*marlforge(), "keys", "create", "--project", "chaos", "--role", "member"],
+        [*marlforge(), "keys", "create", "--project", project, "--role", "member"],
         env=env,
         capture_output=True,
         text=True,
@@ -153,14 +181,19 @@ def make_key(env: dict[str, str]) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-def wait_all(http: httpx.Client, ids: list[str], timeout: float) -> dict[str, dict[str, Any]]:
+TERMINAL = {"succeeded", "failed", "cancelled"}
+
+
+def wait_all(
+    owners: dict[str, httpx.Client], ids: list[str], timeout: float
+) -> dict[str, dict[str, Any]]:
+    """Every run once all have ended, or as they are after ``timeout`` seconds (each read with a
+    key of its project: ``owners``)."""
     deadline = time.monotonic() + timeout
     while True:
-        runs = {i: http.get(f"/v1/experiments/{i}").json() for i in ids}
-        if all(r["status"] in {"succeeded", "failed", "cancelled"} for r in runs.values()):
+        runs = {i: read(owners[i], f"/v1/experiments/{i}") for i in ids}
+        if all(r["status"] in TERMINAL for r in runs.values()) or time.monotonic() > deadline:
             return runs
-        if time.monotonic() > deadline:
-            raise SystemExit(f"runs still going after {timeout:.0f} s")
         time.sleep(1.0)
 
 
@@ -171,7 +204,7 @@ def final_tensors(
     path = folder / f"{experiment_id}.ckpt"
     url = f"/v1/experiments/{experiment_id}/checkpoints/{last['id']}/file"
     path.write_bytes(http.get(url).content)
-    return read(path)[0]
+    return checkpoint.read(path)[0]
 
 
 def steps_since_checkpoint(http: httpx.Client, run: dict[str, Any]) -> float:
@@ -187,55 +220,213 @@ def steps_since_checkpoint(http: httpx.Client, run: dict[str, Any]) -> float:
     return float(min(interval, since.total_seconds() * speed))
 
 
+class Faults:
+    """The scheduled faults of the chaos phase, and what each did."""
+
+    def __init__(
+        self, stack: Stack, redis: RedisServer, database: Outage, args: argparse.Namespace
+    ) -> None:
+        self.stack, self.redis, self.database, self.args = stack, redis, database, args
+        self.log: list[str] = []
+
+    def schedule(self) -> list[tuple[float, str]]:
+        """(seconds into the chaos, fault) for every fault but the worker kills."""
+        span = self.args.chaos_for
+        plan = [((k + 1) * span / (self.args.redis_restarts + 1.5), "redis")
+                for k in range(self.args.redis_restarts)]  # fmt: skip
+        plan += [((k + 0.7) * span / (self.args.api_restarts + 1), "api")
+                 for k in range(self.args.api_restarts)]  # fmt: skip
+        if self.args.db_cut > 0:
+            plan.append((0.8 * span, "database"))
+        return sorted(plan)
+
+    def run(self, fault: str, http: httpx.Client) -> None:
+        started = time.monotonic()
+        if fault == "redis":
+            self.redis.restart_empty()
+            what = "Redis restarted without its data"
+        elif fault == "api":
+            self.stack.restart_api()
+            wait_ready(http)
+            what = "API restarted"
+        else:
+            self.database.start()
+            time.sleep(self.args.db_cut)
+            self.database.end()
+            what = f"database cut off for {self.args.db_cut:g} s"
+        self.log.append(what)
+        print(f"  {what} ({time.monotonic() - started:.1f} s)", flush=True)
+
+
+class RedisServer:
+    """The broker: a redis-server without persistence, which ``restart_empty`` kills and starts
+    again on the same port, empty."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.process = self._start()
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [shutil.which("redis-server") or "redis-server", "--port", str(self.port),
+             "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    def restart_empty(self) -> None:
+        self.process.kill()
+        self.process.wait()
+        self.process = self._start()
+        time.sleep(0.5)
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+class Outage:
+    """The scratch database away: it refuses connections and loses those it has; ``end`` lets
+    them in again (the server and its other databases run on)."""
+
+    def __init__(self, admin: Engine, name: str) -> None:
+        self.admin, self.name = admin, name
+
+    def start(self) -> None:
+        with self.admin.connect() as connection:
+            connection.execute(text(f'ALTER DATABASE "{self.name}" ALLOW_CONNECTIONS false'))
+            connection.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = :name AND pid <> pg_backend_pid()"
+                ),
+                {"name": self.name},
+            )
+
+    def end(self) -> None:
+        with self.admin.connect() as connection:
+            connection.execute(text(f'ALTER DATABASE "{self.name}" ALLOW_CONNECTIONS true'))
+
+
+def read(http: httpx.Client, path: str, **params: Any) -> Any:
+    """GET ``path``'s JSON, waiting out an API that restarts or a database that is away."""
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            response = http.get(path, params=params)
+            if response.status_code < 500:
+                response.raise_for_status()
+                return response.json()
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise SystemExit(f"GET {path} failed for 180 s")
+        time.sleep(0.5)
+
+
 def chaos(
-    stack: Stack, http: httpx.Client, ids: list[str], args: argparse.Namespace
+    stack: Stack,
+    owners: dict[str, httpx.Client],
+    ids: list[str],
+    faults: Faults,
+    args: argparse.Namespace,
 ) -> tuple[list[float], list[float]]:
-    """Kill a random busy worker every ``kill_every`` s; return the seconds from each kill to its
-    run running again, and the steps each kill made its run redo (estimated)."""
+    """Kill a random busy worker every ``kill_every`` s and run the scheduled faults; return the
+    seconds from each kill to its run running again, and the steps each kill made its run redo
+    (estimated)."""
     rng = random.Random(args.seed)
     recoveries: list[float] = []
     redone: list[float] = []
-    end = time.monotonic() + args.chaos_for
-    while time.monotonic() < end:
-        time.sleep(args.kill_every)
-        runs = [http.get(f"/v1/experiments/{i}").json() for i in ids]
-        held = {
-            r["worker"]["id"]: r
-            for r in runs
-            if r["status"] == "running" and r["worker"] is not None
-        }
-        busy = [name for name in stack.workers if name in held]
-        if not busy:
-            continue
-        victim = rng.choice(busy)
-        run = held[victim]
-        redone.append(steps_since_checkpoint(http, run))
-        killed_at = time.monotonic()
-        stack.kill_worker(victim)
-        stack.start_worker()
-        outcome = "never ran again"
-        while time.monotonic() - killed_at < 600:
-            body = http.get(f"/v1/experiments/{run['id']}").json()
-            if body["restarts"] > run["restarts"] and body["status"] in {"running", "succeeded"}:
+    # run id -> (restarts before the kill, when it was killed)
+    watching: dict[str, tuple[int, float]] = {}
+    start = time.monotonic()
+    plan = faults.schedule()
+    next_kill = start + args.kill_every
+    while time.monotonic() < start + args.chaos_for:
+        now = time.monotonic()
+        if plan and now - start >= plan[0][0]:
+            faults.run(plan.pop(0)[1], owners[ids[0]])
+        if now >= next_kill:
+            next_kill = now + args.kill_every
+            runs = [read(owners[i], f"/v1/experiments/{i}") for i in ids]
+            held = {
+                r["worker"]["id"]: r
+                for r in runs
+                if r["status"] == "running" and r["worker"] is not None
+            }
+            busy = [name for name in stack.workers if name in held]
+            if busy:
+                victim = rng.choice(busy)
+                run = held[victim]
+                redone.append(steps_since_checkpoint(owners[run["id"]], run))
+                stack.kill_worker(victim)
+                stack.start_worker()
+                watching[run["id"]] = (run["restarts"], time.monotonic())
+                print(f"  killed {victim} holding {run['id']} at step "
+                      f"{run['progress']['step']:,}", flush=True)  # fmt: skip
+        for run_id, (restarts, killed_at) in list(watching.items()):
+            body = read(owners[run_id], f"/v1/experiments/{run_id}")
+            if body["restarts"] > restarts and body["status"] in {"running", "succeeded"}:
                 recoveries.append(time.monotonic() - killed_at)
-                outcome = f"running again after {recoveries[-1]:.1f} s"
-                break
-            if body["status"] == "failed":
-                outcome = f"failed: {body['status_reason']}"
-                break
-            time.sleep(0.2)
-        step = run["progress"]["step"]
-        print(f"  killed {victim} holding {run['id']} at step {step:,}; {outcome}", flush=True)
+                del watching[run_id]
+            elif body["status"] in {"failed", "cancelled"}:
+                print(f"  {run_id} {body['status']}: {body['status_reason']}", flush=True)
+                del watching[run_id]
+        time.sleep(0.5)
     return recoveries, redone
+
+
+def metric_points(http: httpx.Client, experiment_id: str) -> list[tuple[int, str, float | None]]:
+    """Every metric point of the run, page by page: (step, name, value)."""
+    points: list[tuple[int, str, float | None]] = []
+    after: int | None = None
+    while True:
+        params: dict[str, Any] = {"limit": 10000}
+        if after is not None:
+            params["after_step"] = after
+        page = read(http, f"/v1/experiments/{experiment_id}/metrics", **params)
+        points += [(p["step"], p["name"], p["value"]) for p in page["items"]]
+        after = page["next_after_step"]
+        if after is None:
+            return points
+
+
+def compare_points(
+    run: list[tuple[int, str, float | None]], reference: list[tuple[int, str, float | None]]
+) -> tuple[int, int, int]:
+    """(lost, doubled, different) points of ``run`` against ``reference``, ``perf/`` left out."""
+    keys = [(s, n) for s, n, _ in run if not n.startswith("perf/")]
+    doubled = len(keys) - len(set(keys))
+    mine = {(s, n): v for s, n, v in run if not n.startswith("perf/")}
+    theirs = {(s, n): v for s, n, v in reference if not n.startswith("perf/")}
+    lost = len(theirs.keys() - mine.keys())
+    different = sum(mine[k] != v for k, v in theirs.items() if k in mine)
+    return lost, doubled, different
+
+
+def waits(runs: list[dict[str, Any]]) -> list[float]:
+    """Seconds from each run's submission to its first start."""
+    return [
+        (
+            dt.datetime.fromisoformat(r["started_at"]) - dt.datetime.fromisoformat(r["created_at"])
+        ).total_seconds()
+        for r in runs
+        if r["started_at"] is not None
+    ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=4)
-    parser.add_argument("--total-steps", type=int, default=8000)
-    parser.add_argument("--kill-every", type=float, default=8.0)
-    parser.add_argument("--chaos-for", type=float, default=60.0)
-    parser.add_argument("--lease-ttl", type=float, default=10.0)
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--projects", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--total-steps", type=int, default=1600)
+    parser.add_argument("--kill-every", type=float, default=40.0)
+    parser.add_argument("--chaos-for", type=float, default=600.0)
+    parser.add_argument("--redis-restarts", type=int, default=2)
+    parser.add_argument("--api-restarts", type=int, default=1)
+    parser.add_argument("--db-cut", type=float, default=20.0, help="seconds; 0: no cut")
+    parser.add_argument("--lease-ttl", type=float, default=30.0)
+    parser.add_argument("--settle", type=float, default=900.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--database-url",
@@ -245,6 +436,8 @@ def main() -> None:
         help="a PostgreSQL server; a scratch database is created on it and dropped at the end",
     )
     args = parser.parse_args()
+    if args.db_cut > 0 and args.db_cut >= 0.75 * args.lease_ttl:
+        raise SystemExit("--lease-ttl must be more than --db-cut / 0.75 (see the docstring)")
 
     base = make_url(args.database_url)
     admin = create_engine(base, isolation_level="AUTOCOMMIT")
@@ -253,79 +446,110 @@ def main() -> None:
         connection.execute(text(f'CREATE DATABASE "{name}"'))
     database_url = base.set(database=name).render_as_string(hide_password=False)
     folder = Path(tempfile.mkdtemp(prefix="marlforge-chaos-"))
-    redis_port = free_port()
-    redis = subprocess.Popen(
-        [shutil.which("redis-server") or "redis-server", "--port", str(redis_port),
-         "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )  # fmt: skip
+    redis = RedisServer()
     api_port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("MARLFORGE_")},
         "MARLFORGE_DATABASE_URL": database_url,
-        "MARLFORGE_BROKER_URL": f"redis://127.0.0.1:{redis_port}/0",
+        "MARLFORGE_BROKER_URL": f"redis://127.0.0.1:{redis.port}/0",
         "MARLFORGE_VAR_DIR": str(folder / "var"),
         "MARLFORGE_ARTIFACTS_DIR": str(folder / "artifacts"),
         "MARLFORGE_LEASE_TTL_S": str(args.lease_ttl),
         "MARLFORGE_REAPER_INTERVAL_S": "1",
+        "MARLFORGE_RECONCILE_INTERVAL_S": "5",
+        "MARLFORGE_DISPATCH_GRACE_S": "10",
         "MARLFORGE_WORKER_THREADS": "1",
         "PYTHONUNBUFFERED": "1",
     }
-    stack = Stack(folder, env)
+    stack = Stack(folder, env, api_args=["api", "--host", "127.0.0.1", "--port", str(api_port)])
     try:
         migrate.upgrade(database_url)
-        stack.spawn(["api", "--host", "127.0.0.1", "--port", str(api_port)], "api")
-        stack.start_worker()
-        stack.start_worker()
-        http = httpx.Client(
-            base_url=f"http://127.0.0.1:{api_port}",
-            headers={"authorization": f"Bearer {make_key(env)}"},
-            timeout=30,
-        )
+        stack.start_api()
+        for _ in range(args.workers):
+            stack.start_worker()
+        projects = [f"chaos-{chr(ord('a') + k)}" for k in range(args.projects)]
+        clients = {
+            p: httpx.Client(
+                base_url=f"http://127.0.0.1:{api_port}",
+                headers={"authorization": f"Bearer {make_key(env, p)}"},
+                timeout=30,
+            )
+            for p in projects
+        }
+        http = clients[projects[0]]
         wait_ready(http)
-        specs = [spec_for(seed, args.total_steps) for seed in range(args.runs)]
-        ids = [http.post("/v1/experiments", json=s).json()["id"] for s in specs]
-        print(f"chaos: {args.runs} DDPG runs of {args.total_steps:,} steps, 2 workers, a kill "
-              f"every {args.kill_every:g} s for {args.chaos_for:g} s, lease {args.lease_ttl:g} s",
-              flush=True)  # fmt: skip
-        recoveries, redone = chaos(stack, http, ids, args)
-        runs = wait_all(http, ids, timeout=1800)
-        print("reference: the same specs again, no kills", flush=True)
-        references = [
-            http.post("/v1/experiments", json={**s, "name": f"{s['name']}-reference"}).json()["id"]
-            for s in specs
-        ]
-        wait_all(http, references, timeout=1800)
-        equal = sum(
-            runs[i]["status"] == "succeeded"
-            and all(
+        specs = {p: [] for p in projects}  # type: dict[str, list[dict[str, Any]]]
+        for seed in range(args.runs):
+            specs[projects[seed % args.projects]].append(spec_for(seed, args.total_steps))
+        ids = {p: [submit(clients[p], s) for s in specs[p]] for p in projects}
+        every = [i for p in projects for i in ids[p]]
+        owners = {i: clients[p] for p in projects for i in ids[p]}
+        print(f"chaos: {args.runs} DDPG runs of {args.total_steps:,} steps from {args.projects} "
+              f"projects, {args.workers} workers, a kill every {args.kill_every:g} s, "
+              f"{args.redis_restarts} Redis restarts without data, {args.api_restarts} API "
+              f"restarts, a {args.db_cut:g} s database cut, for {args.chaos_for:g} s; lease "
+              f"{args.lease_ttl:g} s", flush=True)  # fmt: skip
+        faults = Faults(stack, redis, Outage(admin, name), args)
+        recoveries, redone = chaos(stack, owners, every, faults, args)
+        runs = wait_all(owners, every, timeout=args.settle)
+        stranded = [i for i, r in runs.items() if r["status"] not in TERMINAL]
+        print("reference: the same specs again, no faults", flush=True)
+        references = {
+            i: submit(clients[p], {**s, "name": f"{s['name']}-reference"})
+            for p in projects
+            for i, s in zip(ids[p], specs[p], strict=True)
+        }
+        owners.update({r: owners[i] for i, r in references.items()})
+        wait_all(owners, list(references.values()), timeout=3600)
+        lost = doubled = different = equal = 0
+        for run_id, reference in references.items():
+            http = owners[run_id]
+            counts = compare_points(metric_points(http, run_id), metric_points(http, reference))
+            lost, doubled, different = (
+                a + b for a, b in zip((lost, doubled, different), counts, strict=True)
+            )
+            equal += runs[run_id]["status"] == "succeeded" and all(
                 np.array_equal(a, b)
                 for a, b in zip(
-                    final_tensors(http, i, folder).values(),
-                    final_tensors(http, r, folder).values(),
+                    final_tensors(http, run_id, folder).values(),
+                    final_tensors(http, reference, folder).values(),
                     strict=True,
                 )
             )
-            for i, r in zip(ids, references, strict=True)
-        )
-        recovered = sum(r["restarts"] > 0 and r["status"] == "succeeded" for r in runs.values())
         failed = sum(r["status"] != "succeeded" for r in runs.values())
-        print(f"kills: {len(recoveries)}; runs recovered: {recovered} of {args.runs}; "
-              f"runs not succeeded: {failed}")  # fmt: skip
+        recovered = sum(r["restarts"] > 0 and r["status"] == "succeeded" for r in runs.values())
+        print(f"faults: {len(recoveries)} worker kills recovered; {'; '.join(faults.log)}")
+        print(f"runs stranded: {len(stranded)}; runs not succeeded: {failed} of {args.runs}; "
+              f"runs taken over and succeeded: {recovered}")  # fmt: skip
+        print(f"metric points lost: {lost}, doubled: {doubled}, different: {different}")
+        print(f"final weights bitwise equal to the uninterrupted run: {equal} of {args.runs}")
         if recoveries:
             print(f"kill -> running again: median {statistics.median(recoveries):.1f} s, "
                   f"max {max(recoveries):.1f} s (lease {args.lease_ttl:g} s)")  # fmt: skip
         if redone:
             print(f"steps redone per recovery (estimated): median "
                   f"{statistics.median(redone):,.0f}, max {max(redone):,.0f}")  # fmt: skip
-        print(f"final weights bitwise equal to the uninterrupted run: {equal} of {args.runs}")
+        for p in projects:
+            seconds = waits([runs[i] for i in ids[p]])
+            if seconds:
+                print(f"{p}: {len(ids[p])} runs, wait from submission to first start: median "
+                      f"{statistics.median(seconds):.1f} s, max {max(seconds):.1f} s")  # fmt: skip
     finally:
         stack.stop()
-        redis.kill()
+        redis.stop()
         with admin.connect() as connection:
+            connection.execute(text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'))
             connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def submit(http: httpx.Client, spec: dict[str, Any]) -> str:
+    response = http.post("/v1/experiments", json=spec)
+    if response.status_code != 201:
+        raise SystemExit(f"submission refused: {response.status_code} {response.text}")
+    run_id: str = response.json()["id"]
+    return run_id
 
 
 if __name__ == "__main__":
