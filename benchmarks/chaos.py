@@ -56,7 +56,7 @@ from typing import Any
 
 import httpx
 import numpy as np
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,6 +64,7 @@ sys.path.insert(0, str(ROOT))
 
 from core import migrate  # noqa: E402
 from learners import checkpoint  # noqa: E402
+from tests.db_outage_support import Outage  # noqa: E402
 
 
 def free_port() -> int:
@@ -284,29 +285,6 @@ class RedisServer:
         self.process.wait()
 
 
-class Outage:
-    """The scratch database away: it refuses connections and loses those it has; ``end`` lets
-    them in again (the server and its other databases run on)."""
-
-    def __init__(self, admin: Engine, name: str) -> None:
-        self.admin, self.name = admin, name
-
-    def start(self) -> None:
-        with self.admin.connect() as connection:
-            connection.execute(text(f'ALTER DATABASE "{self.name}" ALLOW_CONNECTIONS false'))
-            connection.execute(
-                text(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE datname = :name AND pid <> pg_backend_pid()"
-                ),
-                {"name": self.name},
-            )
-
-    def end(self) -> None:
-        with self.admin.connect() as connection:
-            connection.execute(text(f'ALTER DATABASE "{self.name}" ALLOW_CONNECTIONS true'))
-
-
 def read(http: httpx.Client, path: str, **params: Any) -> Any:
     """GET ``path``'s JSON, waiting out an API that restarts or a database that is away."""
     deadline = time.monotonic() + 180
@@ -489,7 +467,7 @@ def main() -> None:
               f"{args.redis_restarts} Redis restarts without data, {args.api_restarts} API "
               f"restarts, a {args.db_cut:g} s database cut, for {args.chaos_for:g} s; lease "
               f"{args.lease_ttl:g} s", flush=True)  # fmt: skip
-        faults = Faults(stack, redis, Outage(admin, name), args)
+        faults = Faults(stack, redis, Outage(database_url), args)
         recoveries, redone = chaos(stack, owners, every, faults, args)
         runs = wait_all(owners, every, timeout=args.settle)
         stranded = [i for i, r in runs.items() if r["status"] not in TERMINAL]
