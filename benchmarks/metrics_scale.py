@@ -14,15 +14,27 @@ that size is already there, so a second run of the script only measures. Postgre
 is created when missing; the suite's shared ``test`` database and any database with experiments
 outside ``metrics-scale`` are refused.
 
+The run's summaries (``metric_tiers``) are written from its points after the fill, as the
+migration that added them does (``TierRepository.rebuild``).
+
 Then starts ``marlforge api`` with a viewer key (``marlforge keys create``), sends each request
-once to warm up and ``--requests`` times more, and prints the median and slowest latency and the
-API process's peak resident memory during them (Linux: VmHWM, reset before each request kind).
+once to warm up and ``--requests`` times more, and prints the median, 95th percentile and slowest
+latency and the API process's peak resident memory during them (Linux: VmHWM, reset before each
+request kind). ``--against DIR`` starts the API of another checkout too (a worktree of an earlier
+commit: ``git worktree add /tmp/before <commit>``) on the same database, and times its requests in
+the same run, alternating request kinds between the two; the other checkout's code does not migrate
+(the database is this checkout's).
+
+``--writes N`` times N reports written the way a worker writes them (every series at one new step
+after the run's last, ``MetricRepository.write``: the points and their summaries) against the same
+statements without the summaries (the points' upsert alone), in a transaction rolled back after.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import socket
 import statistics
@@ -30,11 +42,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from sqlalchemy import Engine, create_engine, func, insert, select, text
+from sqlalchemy import Engine, create_engine, delete, func, insert, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
@@ -45,8 +59,11 @@ from core import auth, experiments  # noqa: E402
 from core.db import make_engine, make_session_factory  # noqa: E402
 from core.enums import ExperimentStatus  # noqa: E402
 from core.ids import new_id  # noqa: E402
-from core.models import Experiment, MetricPointRow  # noqa: E402
+from core.models import Experiment, MetricPointRow, MetricTierRow  # noqa: E402
 from core.queue import CeleryDispatcher  # noqa: E402
+from core.repositories import MetricRepository, MetricWrite  # noqa: E402
+from core.repositories.metrics import _upsert  # noqa: E402
+from core.repositories.tiers import TierRepository  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from learners.admission.parse import parse_spec  # noqa: E402
 from learners.spec import ExperimentSpec  # noqa: E402
@@ -131,6 +148,14 @@ def fill(engine: Engine, settings: Settings, count: int, points: int) -> tuple[s
         if run is not None and points == session.scalar(
             select(func.count()).where(MetricPointRow.experiment_id == run.id)
         ):
+            if (
+                session.scalar(
+                    select(MetricTierRow.tier).where(MetricTierRow.experiment_id == run.id).limit(1)
+                )
+                is None
+            ):
+                _tiers(session, run.id)
+                return run.id, time.monotonic() - started
             return run.id, 0.0
         if run is None:
             named = spec.model_copy(update={"name": run_name})
@@ -138,7 +163,26 @@ def fill(engine: Engine, settings: Settings, count: int, points: int) -> tuple[s
             run.status = ExperimentStatus.SUCCEEDED
             session.commit()
         _points(session, engine.dialect.name, run.id, points)
+        _tiers(session, run.id)
         return run.id, time.monotonic() - started
+
+
+def _tiers(session: Session, run_id: str) -> None:
+    """The run's summaries, written from its points."""
+    started = time.monotonic()
+    TierRepository(session).rebuild(run_id, SERIES)
+    session.commit()
+    # A rebuild deletes and writes its upper tiers' rows once per stretch: vacuum them away, as
+    # autovacuum would on a running service (PostgreSQL runs VACUUM outside a transaction).
+    bind = session.get_bind()
+    if bind.dialect.name == "postgresql":
+        with bind.connect() as connection:
+            connection.execution_options(isolation_level="AUTOCOMMIT")
+            connection.execute(text("VACUUM ANALYZE metric_tiers"))
+    else:
+        session.execute(text("ANALYZE"))
+        session.commit()
+    print(f"  summarised in {time.monotonic() - started:.0f} s", flush=True)
 
 
 def _experiments(
@@ -192,8 +236,24 @@ def peak_rss_mib(pid: int, reset: bool = False) -> float:
     raise RuntimeError("no VmHWM in /proc (Linux only)")
 
 
-def measure(http: httpx.Client, pid: int, path: str, repeats: int) -> tuple[float, float, float]:
-    """Median and slowest seconds of ``repeats`` requests after one warm-up, and the peak RSS."""
+@dataclass(frozen=True)
+class Timing:
+    """Seconds of the timed requests of one kind, and the API's peak RSS during them."""
+
+    seconds: list[float]
+    rss_mib: float
+
+    def row(self, label: str) -> str:
+        s = sorted(self.seconds)
+        p95 = s[min(len(s) - 1, math.ceil(0.95 * len(s)) - 1)]
+        return (
+            f"{label:<44} {statistics.median(s) * 1000:>7.0f}ms {p95 * 1000:>7.0f}ms "
+            f"{s[-1] * 1000:>7.0f}ms {self.rss_mib:>9.0f} MiB"
+        )
+
+
+def measure(http: httpx.Client, pid: int, path: str, repeats: int) -> Timing:
+    """Seconds of ``repeats`` requests after one warm-up, and the peak RSS."""
     peak_rss_mib(pid, reset=True)
     took: list[float] = []
     for _ in range(repeats + 1):
@@ -202,17 +262,62 @@ def measure(http: httpx.Client, pid: int, path: str, repeats: int) -> tuple[floa
         took.append(time.perf_counter() - started)
         if response.status_code != 200:
             raise SystemExit(f"GET {path}: {response.status_code} {response.text[:300]}")
-    return statistics.median(took[1:]), max(took[1:]), peak_rss_mib(pid)
+    return Timing(took[1:], peak_rss_mib(pid))
 
 
-def serve(env: dict[str, str], log: Path, run: Callable[[httpx.Client, int], None]) -> None:
+def measure_writes(engine: Engine, settings: Settings, reports: int) -> None:
+    """Per report of every series at one new step, each its own transaction as a worker commits
+    it: the points' upsert alone, then with the summaries (``MetricRepository.write``), each into
+    a new run of the project that is deleted afterwards (with its points and summaries)."""
+    sessions = make_session_factory(engine)
+    spec = parse_spec(json.loads(EXAMPLE_SPEC.read_text()))
+
+    def rows(run_id: str, batch: list[MetricWrite]) -> list[dict[str, object]]:
+        return [
+            {"experiment_id": run_id, "step": w.step, "name": w.name, "value": w.value,
+             "wall_time": w.wall_time}
+            for w in batch
+        ]  # fmt: skip
+
+    writers: dict[str, Callable[[Session, str, list[MetricWrite]], object]] = {
+        "points only (upsert)": lambda s, run_id, batch: s.execute(
+            _upsert(engine.dialect.name), rows(run_id, batch)
+        ),
+        "points and summaries (write)": lambda s, run_id, batch: MetricRepository(s).write(
+            run_id, batch
+        ),
+    }
+    print(f"{'report of ' + str(len(SERIES)) + ' series':<34} {'median':>9} {'p95':>9}")
+    for label, write in writers.items():
+        with sessions() as session:
+            project = auth.ensure_project(session, PROJECT)
+            named = spec.model_copy(update={"name": "metrics-scale-writes"})
+            run = experiments.submit(session, CeleryDispatcher(settings), named, project.id)
+            session.commit()
+            took: list[float] = []
+            for k in range(reports):
+                batch = [MetricWrite(10 * k, n, float(k % 7), 1.8e9 + k) for n in SERIES]
+                started = time.perf_counter()
+                write(session, run.id, batch)
+                session.commit()
+                took.append(time.perf_counter() - started)
+            session.execute(delete(Experiment).where(Experiment.id == run.id))
+            session.commit()
+        took.sort()
+        p95 = took[min(len(took) - 1, math.ceil(0.95 * len(took)) - 1)]
+        print(f"{label:<34} {statistics.median(took) * 1000:>7.2f}ms {p95 * 1000:>7.2f}ms")
+
+
+@contextmanager
+def serve(env: dict[str, str], root: Path, log: Path) -> Iterator[tuple[httpx.Client, int]]:
+    """A ``marlforge api`` of the checkout at ``root`` with a viewer key: a client and its pid."""
     # The key first: the CLI makes the server secret the API then reads from the var folder.
     key = cli(env, "keys", "create", "--project", PROJECT, "--role", "viewer").splitlines()[-1]
     port = free_port()
     with log.open("wb") as out:
         api = subprocess.Popen(
             [sys.executable, "-m", "marlforge", "api", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+            cwd=root, env={**env, "PYTHONPATH": str(root)}, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
         headers = {"authorization": f"Bearer {key}"}
@@ -229,7 +334,7 @@ def serve(env: dict[str, str], log: Path, run: Callable[[httpx.Client, int], Non
                 if api.poll() is not None or time.monotonic() > deadline:
                     raise SystemExit(f"the API did not start; its log: {log}")
                 time.sleep(0.2)
-            run(http, api.pid)
+            yield http, api.pid
     finally:
         api.terminate()
         api.wait(timeout=30)
@@ -244,6 +349,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=5, help="timed requests per kind")
     parser.add_argument("--max-points", type=int, default=1000, help="of the chart requests")
     parser.add_argument("--database-url", help="default: MARLFORGE_DATABASE_URL, else SQLite")
+    parser.add_argument("--against", type=Path, help="another checkout's API, timed beside")
+    parser.add_argument("--writes", type=int, default=0, help="reports to time writing")
     args = parser.parse_args()
 
     url = database_url(args.database_url, args.points)
@@ -268,23 +375,40 @@ def main() -> None:
         f"{args.experiments:,} experiments; run {run}: {len(SERIES)} series x "
         f"{args.points // len(SERIES):,} points = {args.points:,} ({filled})"
     )
-    charts = f"/v1/metrics?experiment_ids={run}&max_points={args.max_points}"
+    charts = f"/v1/metrics?experiment_ids={run}"
     kinds = [
         ("experiment list (50)", "/v1/experiments"),
         ("experiment detail", f"/v1/experiments/{run}"),
         ("metric page (1000 points)", f"/v1/experiments/{run}/metrics?limit=1000"),
-        (f"1 chart series, max_points={args.max_points}", f"{charts}&names={SERIES[3]}"),
-        (f"all {len(SERIES)} series, max_points={args.max_points}", charts),
-    ]
-
-    def run_all(http: httpx.Client, pid: int) -> None:
-        print(f"API started: {peak_rss_mib(pid):.0f} MiB resident")
-        print(f"{'request':<34} {'median':>9} {'slowest':>9} {'API peak RSS':>13}")
-        for label, path in kinds:
-            median, slowest, rss = measure(http, pid, path, args.requests)
-            print(f"{label:<34} {median * 1000:>7.0f}ms {slowest * 1000:>7.0f}ms {rss:>9.0f} MiB")
-
-    serve(env, var_dir / "api.log", run_all)
+        ("1 chart series, max_points=500", f"{charts}&names={SERIES[3]}&max_points=500"),
+        (f"all {len(SERIES)} series, max_points=500", f"{charts}&max_points=500"),
+        (f"all {len(SERIES)} series, max_points={args.max_points}",
+         f"{charts}&max_points={args.max_points}"),
+    ]  # fmt: skip
+    roots = {"this checkout": ROOT}
+    if args.against is not None:
+        roots[f"against {args.against}"] = args.against.resolve()
+    with ExitStack() as stack:
+        apis = {
+            label: stack.enter_context(serve(env, root, var_dir / f"api-{k}.log"))
+            for k, (label, root) in enumerate(roots.items())
+        }
+        for label, (_, pid) in apis.items():
+            print(f"API of {label} started: {peak_rss_mib(pid):.0f} MiB resident")
+        timings: dict[str, dict[str, Timing]] = {label: {} for label in apis}
+        for kind, path in kinds:
+            for label, (http, pid) in apis.items():
+                timings[label][kind] = measure(http, pid, path, args.requests)
+    for label, by_kind in timings.items():
+        print(f"\n{label} ({args.requests} requests per kind after a warm-up)")
+        print(f"{'request':<44} {'median':>9} {'p95':>9} {'slowest':>9} {'API peak RSS':>13}")
+        for kind, timing in by_kind.items():
+            print(timing.row(kind))
+    if args.writes:
+        print()
+        engine = make_engine(url)
+        measure_writes(engine, settings, args.writes)
+        engine.dispose()
 
 
 if __name__ == "__main__":

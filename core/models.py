@@ -9,6 +9,8 @@
   that name it (``experiments.sweep_id``) and their configuration (``experiments.sweep_config``).
 - ``experiment_tags``: one row per tag of an experiment (its spec's ``tags``), for ``?tag=``.
 - ``metric_points``: every scalar a run reported, unique per (experiment, name, step).
+- ``metric_tiers``: summaries of each series over aligned step ranges (``core.metric_tiers``),
+  written with the points, from which charts of long runs are drawn.
 - ``checkpoints``: the files a run saved, with their size and sha256.
 - ``status_transitions``: every status change with its time and reason (the status timeline).
 - ``matches``: one team's policy against another's in a competitive scenario (``core.matches``):
@@ -229,6 +231,31 @@ class MetricPointRow(Base):
     name: Mapped[str] = mapped_column(String(200))
     value: Mapped[float | None] = mapped_column(Double)
     wall_time: Mapped[float] = mapped_column(Double)
+
+
+class MetricTierRow(Base):
+    """The summary of the points of series ``name`` in steps ``bucket * 4 ** tier`` up to, not
+    including, ``(bucket + 1) * 4 ** tier`` (``core.metric_tiers.Summary``); a range with no points
+    has no row."""
+
+    __tablename__ = "metric_tiers"
+
+    experiment_id: Mapped[str] = mapped_column(
+        String(26), ForeignKey("experiments.id", ondelete="CASCADE"), primary_key=True
+    )
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    tier: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    bucket: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    points: Mapped[int] = mapped_column(BigInteger)
+    first_step: Mapped[int] = mapped_column(BigInteger)
+    first_wall: Mapped[float] = mapped_column(Double)
+    last_step: Mapped[int] = mapped_column(BigInteger)
+    low_value: Mapped[float | None] = mapped_column(Double)
+    low_step: Mapped[int | None] = mapped_column(BigInteger)
+    low_wall: Mapped[float | None] = mapped_column(Double)
+    high_value: Mapped[float | None] = mapped_column(Double)
+    high_step: Mapped[int | None] = mapped_column(BigInteger)
+    high_wall: Mapped[float | None] = mapped_column(Double)
 
 
 class Checkpoint(Base):

@@ -192,19 +192,19 @@ class _Pass:
         repo = RetentionRepository(session)
         last = not repo.longer_than(experiment_id, name, self.max_points + self.batch_rows)
         quota = None if last else self.batch_rows
-        dropped: list[int] = []
+        dropped: list[tuple[int, int]] = []
         done = False
         while not done and (quota is None or len(dropped) < quota):
             page = repo.point_page(experiment_id, name, after, self.batch_rows)
             droppable = [(point_id, step) for point_id, step in page if step not in kept]
             take = droppable if quota is None else droppable[: quota - len(dropped)]
-            dropped.extend(point_id for point_id, _ in take)
+            dropped.extend(take)
             if len(take) < len(droppable):
                 after = take[-1][1]  # the batch filled up inside this page
                 break
             after = page[-1][1] if page else after
             done = len(page) < self.batch_rows
-        repo.delete_points(dropped)
+        repo.delete_points(experiment_id, name, dropped)
         self.report.points_deleted += len(dropped)
         return after, done
 

@@ -111,11 +111,14 @@ def _csv(rows: list[tuple[str, Sample]]) -> Iterator[str]:
     summary="Metric series of several runs",
     description="For each run in `experiment_ids` and each metric in `names` (all when omitted), "
     "the series ordered by step. A series longer than `max_points` is shrunk in the database: it "
-    "keeps its first and last point and splits the steps between them into `(max_points - 2) / 2` "
-    "buckets of equal step width; each bucket keeps its lowest and its highest point in step order "
-    "(the earlier of equal values), or its first point when none of its values is finite (a gap "
-    "in the chart); an empty bucket keeps nothing. Spikes and dips survive, which taking every "
-    "k-th point would lose. `total_points` counts the whole series. `format=csv` exports "
+    "keeps its first and last point and splits its steps into buckets `step // width` of one "
+    "width, at most `(max_points - 2) / 2` of them (the narrowest width that fits, rounded up to a "
+    "whole number of the coarsest summary range that fits twice: 4^3 to 4^14 steps); each bucket "
+    "keeps its lowest and its highest point in step order (the earlier of equal values), or its "
+    "first point when none of its values is finite (a gap in the chart); an empty bucket keeps "
+    "nothing. Spikes and dips survive, which taking every k-th point would lose. Buckets are "
+    "merged from summaries written with the points, so the cost follows `max_points`, not the "
+    "run's length. `total_points` counts the whole series. `format=csv` exports "
     "`experiment_id,name,step,value,wall_time` rows: every point unless `max_points` is given.",
     responses={
         200: {"content": {"text/csv": {}}, "description": "The series (JSON or CSV)."},

@@ -1,7 +1,9 @@
-"""Metric points: written a batch per statement, read a page of whole steps at a time."""
+"""Metric points: written a batch per statement, read a page of whole steps at a time; every write
+and delete refreshes the series' summaries (``core.repositories.tiers``) in its transaction."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -9,7 +11,10 @@ from sqlalchemy import Insert, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from core.downsample import Point
 from core.models import MetricPointRow
+from core.repositories.series import SeriesRepository
+from core.repositories.tiers import TierRepository
 
 
 @dataclass(frozen=True)
@@ -61,7 +66,22 @@ class MetricRepository:
             }
             for p in unique.values()
         ]
+        tiers = TierRepository(self.session)
+        ends = tiers.ends(experiment_id, sorted({p.name for p in unique.values()}))
         self.session.execute(_upsert(self.session.get_bind().dialect.name), rows)
+        by_name: dict[str, list[Point]] = defaultdict(list)
+        for p in sorted(unique.values(), key=lambda p: p.step):
+            by_name[p.name].append(Point(p.step, p.value, p.wall_time))
+        # Points after their series' last step merge into its summaries; any other change
+        # (a step reported again) summarises the steps it touched again.
+        after = {n: ps for n, ps in by_name.items() if n not in ends or ps[0].step > ends[n][2]}
+        tiers.append(experiment_id, after)
+        by_span: dict[tuple[int, int], list[str]] = defaultdict(list)
+        for name, written in by_name.items():
+            if name not in after:
+                by_span[(written[0].step, written[-1].step)].append(name)
+        for (low, high), names in by_span.items():
+            tiers.refresh(experiment_id, names, low, high)
 
     def page(
         self, experiment_id: str, names: Sequence[str], after_step: int | None, limit: int
@@ -88,8 +108,10 @@ class MetricRepository:
 
     def delete_after(self, experiment_id: str, step: int) -> None:
         """Forget every point after ``step`` (a resumed run recomputes them)."""
+        names = SeriesRepository(self.session).names(experiment_id)
         self.session.execute(
             delete(MetricPointRow).where(
                 MetricPointRow.experiment_id == experiment_id, MetricPointRow.step > step
             )
         )
+        TierRepository(self.session).refresh(experiment_id, names, step + 1, None)

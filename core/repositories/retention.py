@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from core.enums import TERMINAL_STATUSES, EventKind
 from core.models import Experiment, ExperimentEvent, MetricPointRow
+from core.repositories.tiers import TierRepository
 
 
 def _due(cutoff: dt.datetime) -> ColumnElement[bool]:
@@ -91,10 +92,16 @@ class RetentionRepository:
         rows = self.session.execute(query.order_by(MetricPointRow.step).limit(limit))
         return [(int(i), int(s)) for i, s in rows]
 
-    def delete_points(self, ids: Sequence[int]) -> None:
-        """Delete these metric points."""
-        if ids:
-            self.session.execute(delete(MetricPointRow).where(MetricPointRow.id.in_(list(ids))))
+    def delete_points(
+        self, experiment_id: str, name: str, points: Sequence[tuple[int, int]]
+    ) -> None:
+        """Delete these (id, step) points of the series, and summarise what is left there again."""
+        if not points:
+            return
+        ids = [point_id for point_id, _ in points]
+        self.session.execute(delete(MetricPointRow).where(MetricPointRow.id.in_(ids)))
+        steps = [step for _, step in points]
+        TierRepository(self.session).refresh(experiment_id, [name], min(steps), max(steps))
 
     def mark_compacted(self, experiment_id: str, at: dt.datetime) -> None:
         """Record that the run's compaction is complete."""

@@ -1,9 +1,11 @@
 """Whole metric series of several runs, for charts and exports (``metric_points``).
 
-A chart of a long series is shrunk in the database (the rule is ``core.downsample``'s): the API
-reads each bucket's picks, never the series. ``names`` walks the (experiment, name, step) index
-from one name to the next (a loose index scan) instead of reading every point to find the
-distinct names.
+A chart of a long series is shrunk in the database (the rule is ``core.downsample``'s): its grid's
+buckets are merged from the series' summaries at the grid's tier (``metric_tiers``), at most about
+``FANOUT * MIN_MULTIPLE`` of them per bucket, or, when the buckets are narrower than twice the
+finest tier, grouped from the points by SQL; the API reads each bucket's picks, never the series.
+``names`` walks the (experiment, name, step) index from one name to the next (a loose index scan)
+instead of reading every point to find the distinct names.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from sqlalchemy import Double, Select, cast, func, select, text
 from sqlalchemy.dialects.postgresql import array
 from sqlalchemy.orm import Session
 
-from core.downsample import Buckets, Point
+from core.downsample import Grid, Point, tier_width
+from core.metric_tiers import chart
 from core.models import Experiment, MetricPointRow
+from core.repositories.tiers import TierRepository
 
 P = MetricPointRow
 _IN_CHUNK = 5000
@@ -89,28 +93,40 @@ class SeriesRepository:
         return self._read(self._series(experiment_id, name).order_by(P.step))
 
     def sample(self, experiment_id: str, names: Sequence[str], max_points: int) -> list[Sample]:
-        """Each of ``names`` that has points, shrunk to at most ``max_points`` by the buckets of
+        """Each of ``names`` that has points, shrunk to at most ``max_points`` by the grid of
         ``core.downsample``; a series of at most ``max_points`` comes back whole."""
         samples: dict[str, Sample] = {}
-        long: dict[str, tuple[Point, Point, Buckets]] = {}
-        for name in names:
-            head = self._read(
-                self._series(experiment_id, name).order_by(P.step).limit(max_points + 1)
-            )
-            if len(head) <= max_points:
-                if head:
-                    samples[name] = Sample(name, len(head), head)
+        from_points: dict[str, tuple[Grid, int, int]] = {}
+        ends = TierRepository(self.session).ends(experiment_id, names)
+        for name, (total, first, last) in ends.items():
+            if total <= max_points:
+                whole = self._read(self._series(experiment_id, name).order_by(P.step))
+                samples[name] = Sample(name, len(whole), whole)
                 continue
-            tail = self._read(self._series(experiment_id, name).order_by(P.step.desc()).limit(1))
-            buckets = Buckets.between(head[0].step, tail[0].step, max_points)
-            long[name] = (head[0], tail[0], buckets)
-        picks = self._picks(experiment_id, {n: b for n, (_, _, b) in long.items()})
-        for name, (first, last, _) in long.items():
-            inner = sorted({s for pick in picks[name] for s in pick.steps()})
-            kept = [first, *self._at(experiment_id, name, inner), last]
-            total = 2 + sum(pick.points for pick in picks[name])
-            samples[name] = Sample(name, total, kept)
+            grid = Grid.of(first, last, max_points)
+            if grid.tier:
+                samples[name] = self._from_tiers(experiment_id, name, total, first, last, grid)
+            else:
+                from_points[name] = (grid, first, last)
+        for name, picks in self._picks(experiment_id, from_points).items():
+            steps = sorted({s for pick in picks for s in pick.steps()})
+            total = sum(pick.points for pick in picks)
+            samples[name] = Sample(name, total, self._at(experiment_id, name, steps))
         return [samples[n] for n in names if n in samples]
+
+    def _from_tiers(
+        self, experiment_id: str, name: str, total: int, first: int, last: int, grid: Grid
+    ) -> Sample:
+        """The grid's buckets merged from the series' summaries at the grid's tier, and its
+        first and last point."""
+        width = tier_width(grid.tier)
+        rows = TierRepository(self.session).rows(
+            experiment_id, name, grid.tier, first // width, last // width
+        )
+        picks, _ = chart(rows, grid.width // width)
+        kept = {p.step: p for p in self._at(experiment_id, name, [first, last])}
+        kept.update((p.step, p) for p in picks)
+        return Sample(name, total, [kept[s] for s in sorted(kept)])
 
     def _series(self, experiment_id: str, name: str) -> Select[int, float | None, float]:
         return select(P.step, P.value, P.wall_time).where(
@@ -131,55 +147,49 @@ class SeriesRepository:
             kept.extend(self._read(query))
         return kept
 
-    def _picks(self, experiment_id: str, long: dict[str, Buckets]) -> dict[str, list[_Pick]]:
+    def _picks(
+        self, experiment_id: str, long: dict[str, tuple[Grid, int, int]]
+    ) -> dict[str, list[_Pick]]:
         if not long:
             return {}
         if self._dialect == "postgresql":
             return _postgres_picks(self.session, experiment_id, long)
-        return {n: _sqlite_picks(self.session, experiment_id, n, b) for n, b in long.items()}
+        return {n: _sqlite_picks(self.session, experiment_id, n, *b) for n, b in long.items()}
 
 
 def _postgres_picks(
-    session: Session, experiment_id: str, long: dict[str, Buckets]
+    session: Session, experiment_id: str, long: dict[str, tuple[Grid, int, int]]
 ) -> dict[str, list[_Pick]]:
-    """One pass over the points of every series that shares its first and last step (a run's
-    metrics mostly do): a hash aggregate by (name, bucket). Points of one run are stored step by
-    step, so reading one series reads most of the run's pages anyway."""
-    shared: dict[tuple[int, int], list[str]] = defaultdict(list)
-    for name, buckets in long.items():
-        shared[(buckets.first, buckets.last)].append(name)
+    """One pass over the points of every series that shares its grid (a run's metrics mostly
+    do): a hash aggregate by (name, bucket)."""
+    shared: dict[int, list[str]] = defaultdict(list)
+    for name, (grid, _, _) in long.items():
+        shared[grid.width].append(name)
     picks: dict[str, list[_Pick]] = {n: [] for n in long}
     with _postgres_settings(session, jit="off", enable_sort="off"):
-        for names in shared.values():
-            buckets = long[names[0]]
-            query = _postgres_buckets(experiment_id, names, buckets)
+        for width, names in shared.items():
+            query = _postgres_buckets(experiment_id, names, width)
             for name, low, high, first, points in session.execute(query):
-                low_step = None if low is None else buckets.first + int(low)
-                high_step = None if high is None else buckets.first - int(high)
+                low_step = None if low is None else int(low)
+                high_step = None if high is None else -int(high)
                 picks[name].append(_Pick(low_step, high_step, int(first), int(points)))
     return picks
 
 
 def _postgres_buckets(
-    experiment_id: str, names: list[str], buckets: Buckets
+    experiment_id: str, names: list[str], width: int
 ) -> Select[str, float | None, float | None, int, int]:
-    # min/max over [value, offset] arrays pick a value's point in the same pass: arrays compare
-    # element by element, so equal values fall to the offset. The high's offset is negated, so both
-    # take the earlier of equal points. Offsets from the first step stay exact in float8 (2^53).
-    offset = cast(P.step - buckets.first, Double)
+    # min/max over [value, step] arrays pick a value's point in the same pass: arrays compare
+    # element by element, so equal values fall to the step. The high's step is negated, so both
+    # take the earlier of equal points. Steps stay exact in float8 (below 2^53).
+    step = cast(P.step, Double)
     finite = P.value.is_not(None)
-    low = func.min(array([P.value, offset])).filter(finite)[2]
-    high = func.max(array([P.value, -offset])).filter(finite)[2]
-    bucket = (P.step - (buckets.first + 1)) // buckets.width
+    low = func.min(array([P.value, step])).filter(finite)[2]
+    high = func.max(array([P.value, -step])).filter(finite)[2]
     return (
         select(P.name, low, high, func.min(P.step), func.count())
-        .where(
-            P.experiment_id == experiment_id,
-            P.name.in_(names),
-            P.step > buckets.first,
-            P.step < buckets.last,
-        )
-        .group_by(P.name, bucket)
+        .where(P.experiment_id == experiment_id, P.name.in_(names))
+        .group_by(P.name, P.step // width)
     )
 
 
@@ -212,12 +222,14 @@ SELECT
 FROM bucket
 """.format(
         range="experiment_id = :experiment_id AND name = :name"
-        " AND step >= :start + k * :width AND step < :start + (k + 1) * :width AND step < :last"
+        " AND step >= :start + k * :width AND step < :start + (k + 1) * :width"
     )
 )
 
 
-def _sqlite_picks(session: Session, experiment_id: str, name: str, buckets: Buckets) -> list[_Pick]:
+def _sqlite_picks(
+    session: Session, experiment_id: str, name: str, grid: Grid, first: int, last: int
+) -> list[_Pick]:
     """Per bucket, range scans of the (experiment, name, step) index: SQLite groups only by
     sorting, and the range scans need no sort. With a single min() or max(), SQLite takes the bare
     ``step`` from the row that holds it (the first such row in step order)."""
@@ -226,10 +238,9 @@ def _sqlite_picks(session: Session, experiment_id: str, name: str, buckets: Buck
         {
             "experiment_id": experiment_id,
             "name": name,
-            "count": buckets.count,
-            "start": buckets.first + 1,
-            "width": buckets.width,
-            "last": buckets.last,
+            "count": grid.index(last) - grid.index(first) + 1,
+            "start": grid.index(first) * grid.width,
+            "width": grid.width,
         },
     )
     return [

@@ -19,6 +19,7 @@ TABLES = {
     "auth_sessions",
     "experiments",
     "metric_points",
+    "metric_tiers",
     "checkpoints",
     "status_transitions",
     "experiment_events",
@@ -166,3 +167,62 @@ def test_names_with_control_characters_are_repaired_on_sqlite(tmp_path: Path) ->
 @pytest.mark.integration
 def test_names_with_control_characters_are_repaired_on_postgresql(fresh_postgres_url: str) -> None:
     _check_names_repaired(fresh_postgres_url)
+
+
+def _check_tiers_backfilled(url: str) -> None:
+    """Points stored before revision 0018 get their summaries (``metric_tiers``) at the upgrade,
+    and a chart drawn from them is the rule's."""
+    import datetime as dt
+
+    from sqlalchemy import insert
+    from sqlalchemy.orm import Session
+
+    from core.downsample import min_max
+    from core.enums import ExperimentStatus
+    from core.models import Experiment, MetricPointRow, Project
+    from core.repositories.series import SeriesRepository
+    from tests.series_support import expected_tiers, noisy, stored_tiers
+
+    migrate.upgrade(url, "0017")
+    engine = create_engine(url)
+    now = dt.datetime(2026, 12, 4, tzinfo=dt.UTC)
+    run = "E" * 26
+    series = {"train/return": noisy(1, 4000, period=40), "learner/loss": noisy(2, 300, period=9)}
+    try:
+        with Session(engine) as session:
+            session.execute(
+                insert(Project.__table__).values(id="P" * 26, name="old", created_at=now)
+            )
+            session.execute(
+                insert(Experiment.__table__).values(
+                    id=run, project_id="P" * 26, name="old", algorithm="ddpg", backend="torch",
+                    spec={}, status=ExperimentStatus.SUCCEEDED, step=0, total_steps=400,
+                    latest_metrics={}, attempts=0, restarts=0, created_at=now, updated_at=now,
+                )
+            )  # fmt: skip
+            session.execute(
+                insert(MetricPointRow.__table__),
+                [
+                    {"experiment_id": run, "name": name, "step": p.step, "value": p.value,
+                     "wall_time": p.wall_time}
+                    for name, points in series.items()
+                    for p in points
+                ],
+            )  # fmt: skip
+            session.commit()
+        migrate.upgrade(url)
+        with Session(engine) as session:
+            assert stored_tiers(session, run) == expected_tiers(series)
+            [chart] = SeriesRepository(session).sample(run, ["train/return"], 100)
+    finally:
+        engine.dispose()
+    assert chart.points == min_max(series["train/return"], 100)
+
+
+def test_stored_points_get_their_summaries_on_sqlite(tmp_path: Path) -> None:
+    _check_tiers_backfilled(f"sqlite:///{tmp_path / 'tiers.db'}")
+
+
+@pytest.mark.integration
+def test_stored_points_get_their_summaries_on_postgresql(fresh_postgres_url: str) -> None:
+    _check_tiers_backfilled(fresh_postgres_url)

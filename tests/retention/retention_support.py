@@ -88,8 +88,11 @@ def build_run(session: Session, settings: Settings, spec: dict[str, Any], shape:
 
 
 class DeleteCounter:
-    """Rows deleted in each committed transaction of ``sessions`` (to hold compaction's batches
-    to their bound)."""
+    """Points and events deleted in each committed transaction of ``sessions`` (to hold
+    compaction's batches to their bound; the summaries of ``metric_tiers`` a batch rewrites are
+    not counted)."""
+
+    TABLES = ("metric_points", "experiment_events")
 
     def __init__(self, db: Db) -> None:
         self.current = 0
@@ -98,7 +101,8 @@ class DeleteCounter:
         event.listen(db.sessions, "after_commit", self._committed)
 
     def _executed(self, _conn: Any, cursor: Any, statement: str, *_args: Any) -> None:
-        if statement.lstrip().upper().startswith("DELETE"):
+        words = statement.split()
+        if [w.upper() for w in words[:2]] == ["DELETE", "FROM"] and words[2] in self.TABLES:
             self.current += cursor.rowcount
 
     def _committed(self, _session: Session) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,12 +22,13 @@ from core.db import make_engine, make_session_factory
 from core.downsample import Point, min_max
 from core.queue import CeleryDispatcher
 from core.repositories import MetricRepository, MetricWrite
+from core.repositories.retention import RetentionRepository
 from core.repositories.series import SeriesRepository
 from core.settings import Settings
 from core.storage import FilesystemStore
 from learners.admission.parse import parse_spec
 from tests.auth_support import bearer, default_project_id, new_key
-from tests.series_support import noisy
+from tests.series_support import expected_tiers, noisy, stored_tiers
 
 pytestmark = pytest.mark.integration
 
@@ -179,3 +181,49 @@ def test_the_api_serves_the_database_sample_as_json_and_csv(
         ("train/return", 1500),
     ]
     assert len(everything["series"][1]["steps"]) <= 500
+
+
+def test_summaries_follow_every_write_rewrite_and_deletion_of_points(
+    session: Session, new_run: Callable[[dict[str, list[Point]]], str]
+) -> None:
+    # Batches as a worker writes them (every name at one or a few steps), at strides from one step
+    # to thousands (within the finest tier's ranges and across them), then a retry that reports
+    # stored steps again with other values, a resume that forgets every point after a step, more
+    # reports, and a compaction that thins a stretch of one series. After each, the stored
+    # summaries are exactly those of the stored points, and every chart is the rule's.
+    rng = random.Random(11)
+    run = new_run({})
+    metrics, repo = MetricRepository(session), SeriesRepository(session)
+    names = ["a/return", "b/loss", "c/entropy"]
+    step = 0
+
+    def report(batches: int) -> None:
+        nonlocal step
+        for _ in range(batches):
+            batch = []
+            for _ in range(rng.choice([1, 1, 3])):
+                step += rng.choice([1, 7, 64, 500, 4000])
+                value = rng.choice([None, round(rng.gauss(0, 1), 1), 1e6, -1e6, 0.0])
+                batch += [MetricWrite(step, n, value, float(step)) for n in names]
+            metrics.write(run, batch)
+
+    def check() -> None:
+        stored = {n: repo.points(run, n) for n in names}
+        assert stored_tiers(session, run) == expected_tiers(stored)
+        for max_points in (4, 10, 37, 500):
+            for sample in repo.sample(run, names, max_points):
+                assert sample.points == min_max(stored[sample.name], max_points)
+                assert sample.total_points == len(stored[sample.name])
+
+    report(300)
+    check()
+    steps = [p.step for p in repo.points(run, "a/return")]
+    metrics.write(run, [MetricWrite(s, "a/return", 5e6, 0.0) for s in rng.sample(steps, 20)])
+    check()
+    metrics.delete_after(run, steps[len(steps) // 2])
+    check()
+    report(100)
+    check()
+    page = RetentionRepository(session).point_page(run, "b/loss", steps[10], 200)
+    RetentionRepository(session).delete_points(run, "b/loss", page[::2])
+    check()

@@ -35,29 +35,38 @@ export function ticks(lo, hi, count = 5) {
   return out;
 }
 
-/** The server's rule (core/downsample.py): the first and last point, and from each of
- *  (target - 2) / 2 equal step ranges between them its lowest and highest point in step order, or
- *  its first point when it has no finite value. `points` are [step, value] in step order. */
+/** The width of the server's grid (core/downsample.py Grid.of): the narrowest that puts the
+ *  steps in at most (target - 2) / 2 buckets `step // width`, rounded up to a whole number (at
+ *  least two) of the coarsest summary range that fits, 4 ** 3 to 4 ** 14 steps. */
+function gridWidth(first, last, target) {
+  const buckets = Math.floor((target - 2) / 2);
+  const least = buckets > 1 ? Math.floor((last - first) / (buckets - 1)) + 1 : last + 1;
+  let unit = 1;
+  for (let tier = 14; tier >= 3; tier--) {
+    if (2 * 4 ** tier <= least) { unit = 4 ** tier; break; }
+  }
+  return Math.ceil(least / unit) * unit;
+}
+
+/** The server's rule (core/downsample.py min_max): the first and last point, and from each
+ *  bucket of the grid its lowest and highest point in step order (the earlier of equal values),
+ *  or its first point when it has no finite value. `points` are [step, value] in step order. */
 function shrink(points, target) {
-  const first = points[0][0];
   const end = points.length - 1;
-  const width = Math.ceil(Math.max(points[end][0] - first - 1, 1) / Math.floor((target - 2) / 2));
-  const bucketOf = (i) => Math.floor((points[i][0] - first - 1) / width);
-  const out = [points[0]];
-  for (let i = 1; i < end; ) {
-    const start = i, bucket = bucketOf(i);
+  const width = gridWidth(points[0][0], points[end][0], target);
+  const kept = new Set([0, end]);
+  for (let i = 0; i <= end; ) {
+    const start = i, bucket = Math.floor(points[i][0] / width);
     let lo = null, hi = null;
-    for (; i < end && bucketOf(i) === bucket; i++) {
+    for (; i <= end && Math.floor(points[i][0] / width) === bucket; i++) {
       const v = points[i][1];
       if (v === null) continue;
       if (lo === null || v < points[lo][1]) lo = i;
       if (hi === null || v > points[hi][1]) hi = i;
     }
-    const kept = lo === null ? [start] : [...new Set([lo, hi])].sort((a, b) => a - b);
-    for (const k of kept) out.push(points[k]);
+    for (const k of lo === null ? [start] : [lo, hi]) kept.add(k);
   }
-  out.push(points[end]);
-  return out;
+  return [...kept].sort((a, b) => a - b).map((k) => points[k]);
 }
 
 export class LineChart {
