@@ -1,5 +1,5 @@
 """Metric points: written a batch per statement, read a page of whole steps at a time; every write
-and delete refreshes the series' summaries (``core.repositories.tiers``) in its transaction."""
+and delete keeps the series' summaries (``core.repositories.tiers``) right in its transaction."""
 
 from __future__ import annotations
 
@@ -72,16 +72,7 @@ class MetricRepository:
         by_name: dict[str, list[Point]] = defaultdict(list)
         for p in sorted(unique.values(), key=lambda p: p.step):
             by_name[p.name].append(Point(p.step, p.value, p.wall_time))
-        # Points after their series' last step merge into its summaries; any other change
-        # (a step reported again) summarises the steps it touched again.
-        after = {n: ps for n, ps in by_name.items() if n not in ends or ps[0].step > ends[n][2]}
-        tiers.append(experiment_id, after)
-        by_span: dict[tuple[int, int], list[str]] = defaultdict(list)
-        for name, written in by_name.items():
-            if name not in after:
-                by_span[(written[0].step, written[-1].step)].append(name)
-        for (low, high), names in by_span.items():
-            tiers.refresh(experiment_id, names, low, high)
+        tiers.stored(experiment_id, by_name, ends)
 
     def page(
         self, experiment_id: str, names: Sequence[str], after_step: int | None, limit: int

@@ -119,6 +119,24 @@ class TierRepository:
         # Through the connection: the ORM's result adds a few microseconds a row.
         return self.session.connection().execute(query)
 
+    def stored(
+        self,
+        experiment_id: str,
+        series: Mapping[str, Sequence[Point]],
+        ends: Mapping[str, tuple[int, int, int]],
+    ) -> None:
+        """Keep the summaries right after ``series`` (points in step order, per name) were stored;
+        ``ends`` is what ``ends`` said before. Points after their series' last step are merged
+        (``append``); any other change (a step reported again) is summarised again (``refresh``)."""
+        after = {n: ps for n, ps in series.items() if n not in ends or ps[0].step > ends[n][2]}
+        self.append(experiment_id, after)
+        by_span: dict[tuple[int, int], list[str]] = defaultdict(list)
+        for name, points in series.items():
+            if name not in after:
+                by_span[(points[0].step, points[-1].step)].append(name)
+        for (low, high), names in by_span.items():
+            self.refresh(experiment_id, names, low, high)
+
     def append(self, experiment_id: str, series: Mapping[str, Sequence[Point]]) -> None:
         """Merge points that all come after their series' last step into the summaries."""
         rows = []
