@@ -37,11 +37,12 @@ from api.routes import (
     workers,
 )
 from api.routes import session as session_routes
+from api.schemas import inference as inference_schemas
 from api.security import BrowserSafety
 from core.auth.tokens import server_secret
 from core.db import make_engine, make_session_factory
-from core.matches import MatchSpec
-from core.queue import CeleryDispatcher, Dispatcher
+from core.dispatch.queue import CeleryDispatcher, Dispatcher
+from core.matches.service import MatchSpec
 from core.settings import Settings, get_settings
 from core.storage import ArtifactStore, store_for
 from core.sweeps.space import SweepSpec
@@ -165,11 +166,11 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
             "description": "An experiment spec that every run starts from, without `seed`.",
         }
         components[sweeps.SPEC_SCHEMA_NAME] = sweep_schema
-        act_schema = inference.ActRequest.model_json_schema(
+        act_schema = inference_schemas.ActRequest.model_json_schema(
             ref_template="#/components/schemas/{model}"
         )
         for name, definition in act_schema.pop("$defs", {}).items():
             components.setdefault(name, definition)
-        components[inference.ACT_SCHEMA_NAME] = act_schema
+        components[inference_schemas.ACT_SCHEMA_NAME] = act_schema
         app.openapi_schema = schema
     return app.openapi_schema

@@ -25,7 +25,7 @@ from api.owned import owned_or_404
 from api.security import same_origin
 from core.auth import Principal, authenticate_key, authenticate_session
 from core.enums import Role
-from core.repositories import ExperimentRepository
+from core.experiments.repository import ExperimentRepository
 
 SESSION_COOKIE = "marlforge_session"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})

@@ -2,12 +2,15 @@
 way of serving the API runs them: ``marlforge api``, ``uvicorn --factory api.app:create_app``,
 or any ASGI server given ``create_app()``.
 
-- the reaper (``core.leases.Reaper``): a run whose worker was lost (its lease lapsed) is queued
+- the reaper (``core.leases.service.Reaper``): a run whose worker was lost (its lease lapsed) is
+queued
   again and resumes from its latest checkpoint;
-- the reconciler (``core.reconcile.Reconciler``): a queued run whose message the broker lost is
+- the reconciler (``core.dispatch.reconcile.Reconciler``): a queued run whose message the broker
+lost is
   sent again (the database is the queue of record);
-- the compactor (``core.retention.Compactor``): runs whose retention has passed are compacted;
-- the purger (``core.idempotency.Purger``): idempotency keys older than a day are forgotten;
+- the compactor (``core.retention.service.Compactor``): runs whose retention has passed are
+compacted;
+- the purger (``core.idempotency.service.Purger``): idempotency keys older than a day are forgotten;
 - the sweep scheduler (``core.sweeps.scheduler.SweepScheduler``): sweeps' pending runs start as
   slots free up.
 
@@ -22,11 +25,11 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.background import Periodic
-from core.idempotency import Purger
-from core.leases import Reaper
-from core.queue import Dispatcher
-from core.reconcile import Reconciler
-from core.retention import Compactor
+from core.dispatch.queue import Dispatcher
+from core.dispatch.reconcile import Reconciler
+from core.idempotency.service import Purger
+from core.leases.service import Reaper
+from core.retention.service import Compactor
 from core.settings import Settings
 from core.sweeps.scheduler import SweepScheduler
 

@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from api.errors import ApiError, FieldProblem
 from api.security import body_limit
+from core.dispatch.queue import Dispatcher
 from core.ids import ID_PATTERN, is_id
-from core.queue import Dispatcher
 from core.settings import Settings
 from core.storage import ArtifactStore
 

@@ -32,7 +32,7 @@ from fastapi import FastAPI, Request
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.enums import EventKind, ExperimentStatus
-from core.repositories.event_stream import EventStreamRepository, StoredEvent
+from core.experiments.event_stream import EventStreamRepository, StoredEvent
 from core.settings import Settings
 from core.streaming import events_channel, publish_after_commit, publisher_for, redis_url_of
 

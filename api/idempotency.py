@@ -9,7 +9,7 @@ from fastapi import Header, Response
 from sqlalchemy.orm import Session
 
 from api.errors import ApiError, FieldProblem
-from core import idempotency
+from core.idempotency import service as idempotency
 
 IdempotencyKeyHeader = Annotated[
     str | None,

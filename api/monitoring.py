@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from core.monitoring import ServiceCollector
+from core.monitoring.service import ServiceCollector
 
 LATENCY = "marlforge_http_request_duration_seconds"
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})

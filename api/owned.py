@@ -14,9 +14,9 @@ from typing import TypeVar
 from sqlalchemy.orm import Session
 
 from api.errors import ApiError
+from core.experiments.checkpoints import CheckpointRepository
 from core.ids import is_id
 from core.models import Checkpoint
-from core.repositories import CheckpointRepository
 
 Row = TypeVar("Row")
 

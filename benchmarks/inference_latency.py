@@ -38,13 +38,14 @@ from core.settings import Settings  # noqa: E402
 def prepare(settings: Settings, folder: Path) -> tuple[str, str, str]:
     """Migrate, store one experiment with one checkpoint, make a member key: (experiment id,
     checkpoint id, key)."""
-    from core import experiments, migrate
+    from core import migrate
     from core.auth import service as auth
     from core.auth.tokens import server_secret
     from core.db import make_engine, make_session_factory
+    from core.dispatch.queue import CeleryDispatcher
     from core.enums import Role
-    from core.queue import CeleryDispatcher
-    from core.repositories import CheckpointRepository
+    from core.experiments import service as experiments
+    from core.experiments.checkpoints import CheckpointRepository
     from core.storage import checkpoint_key, store_for
     from learners.admission.parse import parse_spec
     from tests.api.checkpoint_support import learner_checkpoint

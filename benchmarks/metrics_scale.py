@@ -55,15 +55,19 @@ from sqlalchemy.orm import Session
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core import auth, experiments  # noqa: E402
+from core import auth  # noqa: E402
 from core.db import make_engine, make_session_factory  # noqa: E402
+from core.dispatch.queue import CeleryDispatcher  # noqa: E402
 from core.enums import ExperimentStatus  # noqa: E402
+from core.experiments import service as experiments  # noqa: E402
 from core.ids import new_id  # noqa: E402
+from core.metrics.repository import (  # noqa: E402
+    MetricRepository,
+    MetricWrite,
+    _upsert,  # noqa: E402
+)
+from core.metrics.tier_repository import TierRepository  # noqa: E402
 from core.models import Experiment, MetricPointRow, MetricTierRow  # noqa: E402
-from core.queue import CeleryDispatcher  # noqa: E402
-from core.repositories import MetricRepository, MetricWrite  # noqa: E402
-from core.repositories.metrics import _upsert  # noqa: E402
-from core.repositories.tiers import TierRepository  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from learners.admission.parse import parse_spec  # noqa: E402
 from learners.spec import ExperimentSpec  # noqa: E402

@@ -50,12 +50,13 @@ from sqlalchemy import select
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core import auth, experiments, migrate  # noqa: E402
+from core import auth, migrate  # noqa: E402
 from core.db import make_engine, make_session_factory  # noqa: E402
+from core.dispatch.queue import CeleryDispatcher  # noqa: E402
 from core.enums import ExperimentStatus as S  # noqa: E402
+from core.experiments import service as experiments  # noqa: E402
 from core.lifecycle import transition  # noqa: E402
 from core.models import Checkpoint  # noqa: E402
-from core.queue import CeleryDispatcher  # noqa: E402
 from core.settings import Settings  # noqa: E402
 from core.storage import store_for  # noqa: E402
 from learners.admission.parse import parse_spec  # noqa: E402

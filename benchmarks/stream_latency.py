@@ -74,11 +74,12 @@ def scratch_postgres() -> Iterator[str]:
 
 def prepare(settings: Settings) -> str:
     """Migrate, submit one experiment and mark it running; returns its id."""
-    from core import experiments, migrate
+    from core import migrate
     from core.db import make_engine, make_session_factory
+    from core.dispatch.queue import CeleryDispatcher
     from core.enums import ExperimentStatus as S
+    from core.experiments import service as experiments
     from core.lifecycle import transition
-    from core.queue import CeleryDispatcher
     from learners.admission.parse import parse_spec
 
     migrate.upgrade(settings.database_url)

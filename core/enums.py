@@ -77,7 +77,7 @@ class Role(StrEnum):
 
 class FailureClass(StrEnum):
     """Why a failed run failed, in a few words a dashboard can group by (``GET /metrics``); read
-    from its ``status_reason`` by ``core.repositories.stats``."""
+    from its ``status_reason`` by ``core.monitoring.repository``."""
 
     LOST_WORKER = "lost_worker"
     """Its worker was lost and it was not restarted (``max_restarts`` spent)."""
@@ -97,8 +97,8 @@ class FailureClass(StrEnum):
 
 class ResourceClass(StrEnum):
     """What a worker computes on, and so which of its backend's queues it consumes
-    (``core.queue``): ``cpu`` workers take the plain queue, ``gpu`` workers the ``-gpu`` queue
-    too."""
+    (``core.dispatch.queue``): ``cpu`` workers take the plain queue, ``gpu`` workers the ``-gpu``
+    queue too."""
 
     CPU = "cpu"
     GPU = "gpu"

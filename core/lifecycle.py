@@ -13,7 +13,8 @@ from sqlalchemy import ColumnElement
 from sqlalchemy.orm import Session
 
 from core.enums import ExperimentStatus
-from core.repositories import EventRepository, ExperimentRepository
+from core.experiments.events import EventRepository
+from core.experiments.repository import ExperimentRepository
 
 
 def transition(

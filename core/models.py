@@ -9,15 +9,15 @@
   that name it (``experiments.sweep_id``) and their configuration (``experiments.sweep_config``).
 - ``experiment_tags``: one row per tag of an experiment (its spec's ``tags``), for ``?tag=``.
 - ``metric_points``: every scalar a run reported, unique per (experiment, name, step).
-- ``metric_tiers``: summaries of each series over aligned step ranges (``core.metric_tiers``),
+- ``metric_tiers``: summaries of each series over aligned step ranges (``core.metrics.tiers``),
   written with the points, from which charts of long runs are drawn.
 - ``checkpoints``: the files a run saved, with their size and sha256.
 - ``status_transitions``: every status change with its time and reason (the status timeline).
 - ``matches``: one team's policy against another's in a competitive scenario (``core.matches``):
   the checkpoints (or random play) of each team, the number of episodes, and the result.
 - ``idempotency_keys``: each ``Idempotency-Key`` a project sent with a create request, the hash of
-  its body and the resource it created (``core.idempotency``), kept at least a day.
-- ``workers``: the registry of workers (``core.registry``): one row per worker and backend it
+  its body and the resource it created (``core.idempotency.service``), kept at least a day.
+- ``workers``: the registry of workers (``core.fleet.registry``): one row per worker and backend it
   consumes, with its queues, resource class and GPUs, refreshed by the worker's heartbeat.
 - ``experiment_events``: a global, monotonic log of what happened to each experiment (status,
   progress, metrics batches, checkpoints, log lines), written in the same transaction as the change
@@ -180,22 +180,22 @@ class Experiment(Base):
     """Its configuration's key within the sweep (``c0``, ``c1``...)."""
     compacted_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
     """When its progress and metrics events were dropped and its long series thinned
-    (``core.retention``); NULL until then."""
+    (``core.retention.service``); NULL until then."""
     device: Mapped[str | None] = mapped_column(String(200))
     """The device its worker resolved for it when it last started the run (``cpu``,
     ``cuda:0 (NVIDIA H100 80GB HBM3)``); NULL until a worker started it."""
     dispatched_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
-    """When the reconciler last sent its message again (``core.reconcile``: the broker held
+    """When the reconciler last sent its message again (``core.dispatch.reconcile``: the broker held
     none); NULL until it did."""
     init_experiment_id: Mapped[str | None] = mapped_column(String(26), index=True)
     """The run it warm-started from (its spec's ``init.experiment_id``); NULL for a fresh start."""
     init_checkpoint_id: Mapped[str | None] = mapped_column(String(26), index=True)
-    """That run's checkpoint it starts from, resolved at submission (``core.warm_start``): kept
-    by its run's pruning while a warm start names it."""
+    """That run's checkpoint it starts from, resolved at submission
+    (``core.experiments.warm_start``): kept by its run's pruning while a warm start names it."""
     queue: Mapped[str | None] = mapped_column(String(200))
-    """The queue its message was last sent on (``core.queue.queue_for``, with the deployment's
-    prefix): a worker taking a message of that queue starts the fairest of its queued runs
-    (``core.fair_share``); NULL for a run queued before the column existed."""
+    """The queue its message was last sent on (``core.dispatch.queue.queue_for``, with the
+    deployment's prefix): a worker taking a message of that queue starts the fairest of its queued
+    runs (``core.dispatch.fair_share``); NULL for a run queued before the column existed."""
     interrupted_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
     """When the service put the started run back in its queue (a lost worker's takeover, a
     stopping worker, a local worker's restart): it goes ahead of new work. NULL otherwise; a
@@ -235,7 +235,7 @@ class MetricPointRow(Base):
 
 class MetricTierRow(Base):
     """The summary of the points of series ``name`` in steps ``bucket * 4 ** tier`` up to, not
-    including, ``(bucket + 1) * 4 ** tier`` (``core.metric_tiers.Summary``); a range with no points
+    including, ``(bucket + 1) * 4 ** tier`` (``core.metrics.tiers.Summary``); a range with no points
     has no row."""
 
     __tablename__ = "metric_tiers"
@@ -347,12 +347,13 @@ class Match(Base):
     started_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
     finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
     dispatched_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
-    """When the reconciler last sent its message again (``core.reconcile``); NULL until then."""
+    """When the reconciler last sent its message again (``core.dispatch.reconcile``); NULL until
+    then."""
 
 
 class IdempotencyKey(Base):
     """An ``Idempotency-Key`` of a project: which create request (``scope``, the body's hash) it
-    came with and the id of the resource that request created (``core.idempotency``)."""
+    came with and the id of the resource that request created (``core.idempotency.service``)."""
 
     __tablename__ = "idempotency_keys"
     __table_args__ = (Index("ix_idempotency_keys_created_at", "created_at"),)
@@ -370,10 +371,11 @@ class IdempotencyKey(Base):
 
 
 class WorkerRecord(Base):
-    """A live (or lately seen) worker, for one backend whose queues it consumes (``core.registry``):
-    a worker of several backends has a row for each. It writes its rows when it is ready, refreshes
-    ``last_seen_at`` on its heartbeat and deletes them when it shuts down cleanly; a killed worker's
-    rows stay until they are old, and a reader counts a row as live only while it is fresh."""
+    """A live (or lately seen) worker, for one backend whose queues it consumes
+    (``core.fleet.registry``): a worker of several backends has a row for each. It writes its rows
+    when it is ready, refreshes ``last_seen_at`` on its heartbeat and deletes them when it shuts
+    down cleanly; a killed worker's rows stay until they are old, and a reader counts a row as live
+    only while it is fresh."""
 
     __tablename__ = "workers"
     __table_args__ = (

@@ -17,14 +17,16 @@ import os
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
+from core.auth.repository import ProjectRepository
 from core.db import utcnow
 from core.enums import ExperimentStatus
 from core.errors import QuotaExceeded
+from core.experiments.checkpoints import CheckpointRepository
+from core.experiments.repository import ExperimentRepository
+from core.matches.repository import MatchRepository
 from core.models import Experiment
-from core.repositories import CheckpointRepository, ExperimentRepository, ProjectRepository
-from core.repositories.matches import MatchRepository
-from core.repositories.sweeps import SweepRepository
 from core.settings import Settings
+from core.sweeps.repository import SweepRepository
 from learners.api import (
     Assessment,
     ExperimentSpec,

@@ -92,8 +92,8 @@ class Settings(BaseSettings):
     """How often the API looks for runs whose lease lapsed."""
     reconcile_interval_s: float = Field(default=30.0, ge=0, le=3600)
     """How often the API compares the runs the database says are queued with the messages the
-    broker holds, and sends the missing ones again (``core.reconcile``); 0 turns it off (for
-    stacks that share one database but not one broker, as the test suite's do)."""
+    broker holds, and sends the missing ones again (``core.dispatch.reconcile``); 0 turns it off
+    (for stacks that share one database but not one broker, as the test suite's do)."""
     dispatch_grace_s: float = Field(default=30.0, ge=1, le=3600)
     """How long a queued run's message may be missing from the broker (on its way, or just
     taken by a worker) before the reconciler sends it again."""
@@ -162,7 +162,7 @@ class Settings(BaseSettings):
     worker_heartbeat_stale_s: float = Field(default=30.0, gt=0, le=3600)
     """``marlforge worker-health``: a heartbeat older than this is a worker that is not healthy
     (at least twice the interval). The API counts a worker in the ``workers`` registry as live
-    while its row was seen within this long (``core.registry``); the worker refreshes its row
+    while its row was seen within this long (``core.fleet.registry``); the worker refreshes its row
     every ``worker_heartbeat_interval_s``."""
 
     @model_validator(mode="after")

@@ -127,9 +127,9 @@ def cmd_storage_copy(settings: Settings, source_url: str | None, destination_url
 
 
 def cmd_compact(settings: Settings) -> int:
-    """Compact every run whose retention has passed, now (``core.retention``)."""
+    """Compact every run whose retention has passed, now (``core.retention.service``)."""
     from core.db import make_engine, make_session_factory
-    from core.retention import compact
+    from core.retention.service import compact
 
     if settings.retention_days == 0:
         print("compaction is off (MARLFORGE_RETENTION_DAYS is 0)", flush=True)
@@ -193,9 +193,9 @@ def cmd_up(settings: Settings, host: str, port: int) -> int:
 
 
 def _requeue_orphans(settings: Settings) -> None:
-    from core import experiments
     from core.db import make_engine, make_session_factory
-    from core.queue import CeleryDispatcher
+    from core.dispatch.queue import CeleryDispatcher
+    from core.experiments import service as experiments
 
     engine = make_engine(settings.database_url)
     try:

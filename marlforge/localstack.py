@@ -2,11 +2,12 @@
 
 A child that dies is started again, so one bad run (or a worker killed by the kernel's OOM killer)
 never takes the local service down. When the worker dies, the runs it held are queued again at
-once (``core.leases.release_worker``: their leases end now instead of lapsing a minute later) and
-the new worker resumes them from their latest checkpoint, counted against their ``max_restarts``.
-Each worker gets a name of its own (``<host>-up<pid>-w<n>``), so a new worker never inherits an
-old one's leases. A child that dies ``CRASH_LOOP_STARTS`` times within ``CRASH_LOOP_WINDOW_S`` is
-not started again: the supervisor stops the rest and exits 1, rather than spin.
+once (``core.leases.service.release_worker``: their leases end now instead of lapsing a minute
+later) and the new worker resumes them from their latest checkpoint, counted against their
+``max_restarts``. Each worker gets a name of its own (``<host>-up<pid>-w<n>``), so a new worker
+never inherits an old one's leases. A child that dies ``CRASH_LOOP_STARTS`` times within
+``CRASH_LOOP_WINDOW_S`` is not started again: the supervisor stops the rest and exits 1, rather than
+spin.
 
 Ctrl-C or SIGTERM stops every child: SIGTERM, then a kill after ``shutdown_grace_s`` (the worker
 checkpoints its run and puts it back in the queue first, so the next ``up`` continues it).
@@ -119,9 +120,9 @@ class LocalStack:
 
     def _release(self, worker_id: str) -> None:
         """Queue the dead worker's runs again now (their checkpoints are on this machine)."""
-        from core import leases
         from core.db import make_engine, make_session_factory
-        from core.queue import CeleryDispatcher
+        from core.dispatch.queue import CeleryDispatcher
+        from core.leases import service as leases
 
         engine = make_engine(self.settings.database_url)
         try:

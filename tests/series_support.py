@@ -10,7 +10,7 @@ import random
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from core.downsample import BASE_TIER, TOP_TIER, Point, tier_width
+from core.metrics.downsample import BASE_TIER, TOP_TIER, Point, tier_width
 from core.models import MetricTierRow
 
 

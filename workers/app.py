@@ -1,9 +1,9 @@
 """The Celery app the workers run: ``celery -A workers.app worker`` (or ``marlforge worker``).
 
 Its configuration (queues, late acknowledgement, prefetch of one, visibility timeout) comes from
-``core.queue`` so that the API, which only sends, and the workers agree on it. When a worker starts
-it caps the frameworks' CPU threads (``workers.threads``), before any job imports one; once its
-consumer is ready it keeps a heartbeat file fresh for ``marlforge worker-health``
+``core.dispatch.queue`` so that the API, which only sends, and the workers agree on it. When a
+worker starts it caps the frameworks' CPU threads (``workers.threads``), before any job imports one;
+once its consumer is ready it keeps a heartbeat file fresh for ``marlforge worker-health``
 (``workers.health``) and its rows in the registry of workers fresh (``workers.presence``).
 """
 
@@ -22,7 +22,7 @@ from celery.signals import (
     worker_shutting_down,
 )
 
-from core.queue import CeleryDispatcher, make_celery
+from core.dispatch.queue import CeleryDispatcher, make_celery
 from core.settings import get_settings
 from workers import health, presence
 from workers.threads import THREAD_VARIABLES, limit_threads

@@ -1,9 +1,9 @@
 """A worker's health, for a container's health check: a heartbeat file and ``marlforge
 worker-health``.
 
-Celery's remote control (``celery inspect ping``) is off in this service (``core.queue``), so the
-worker says it is well by itself: once it is ready, a daemon thread of the worker process rewrites
-the heartbeat file (``MARLFORGE_WORKER_HEARTBEAT_FILE``) every
+Celery's remote control (``celery inspect ping``) is off in this service (``core.dispatch.queue``),
+so the worker says it is well by itself: once it is ready, a daemon thread of the worker process
+rewrites the heartbeat file (``MARLFORGE_WORKER_HEARTBEAT_FILE``) every
 ``MARLFORGE_WORKER_HEARTBEAT_INTERVAL_S``, but only when, at that moment,
 
 - the worker's consumer holds a broker connection (Celery drops it, and the worker reconnects,
@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core.queue import Dispatcher
+from core.dispatch.queue import Dispatcher
 from core.settings import Settings
 
 log = logging.getLogger(__name__)

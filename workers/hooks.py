@@ -26,14 +26,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from core.db import is_transient, retry_transient
 from core.enums import EventKind, ExperimentStatus
+from core.experiments.checkpoints import CheckpointRepository
+from core.experiments.events import EventRepository
+from core.experiments.repository import ExperimentRepository
+from core.metrics.repository import MetricRepository, MetricWrite
 from core.models import Checkpoint
-from core.repositories import (
-    CheckpointRepository,
-    EventRepository,
-    ExperimentRepository,
-    MetricRepository,
-    MetricWrite,
-)
 from core.storage import (
     ArtifactStore,
     StoredObject,

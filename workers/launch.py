@@ -1,9 +1,9 @@
 """``marlforge worker [--backend B ...] [--gpu]``: a Celery worker on its backends' queues.
 
-A plain worker consumes each backend's plain queue (``core.queue``). A GPU worker (``--gpu``, or
-``MARLFORGE_WORKER_GPU=true``) consumes the GPU queue of each of its backends that can use a GPU
-(``learners.backends.GPU_BACKENDS``) first, then the plain queues: a GPU host also takes CPU-class
-work, and a spec with ``auto`` uses the GPU there. Its broker is read in that order
+A plain worker consumes each backend's plain queue (``core.dispatch.queue``). A GPU worker
+(``--gpu``, or ``MARLFORGE_WORKER_GPU=true``) consumes the GPU queue of each of its backends that
+can use a GPU (``learners.backends.GPU_BACKENDS``) first, then the plain queues: a GPU host also
+takes CPU-class work, and a spec with ``auto`` uses the GPU there. Its broker is read in that order
 (kombu's ``priority`` queue order), so GPU work waiting is taken before CPU work.
 
 Before it starts, a GPU worker checks that its backends' frameworks see a GPU, and refuses to start
@@ -23,7 +23,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
-from core.queue import worker_queues
+from core.dispatch.queue import worker_queues
 from core.settings import Settings
 from learners.api import GPU_BACKENDS, Backend, gpu_names
 

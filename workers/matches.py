@@ -23,9 +23,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from core.db import retry_transient
 from core.enums import MatchStatus
-from core.matches import RANDOM, env_spec
+from core.matches.repository import MatchRepository
+from core.matches.service import RANDOM, env_spec
 from core.models import Checkpoint, Match
-from core.repositories.matches import MatchRepository
 from core.settings import get_settings
 from core.storage import ArtifactStore, StoreError, verified_copy
 from workers.outcome import Outcome, RunLimits

@@ -29,7 +29,7 @@ class RunLimits:
     time_limit_s: float
     lease_ttl_s: float = 60.0
     """How long the worker's hold on a run lasts without a renewal (``MARLFORGE_LEASE_TTL_S``);
-    renewed every poll interval (``core.leases``)."""
+    renewed every poll interval (``core.leases.service``)."""
     memory_mb: int = 4096
     """Resident memory the run's processes may hold, in MiB (``MARLFORGE_RUN_MEMORY_MB``)."""
     cancel_grace_s: float = 60.0

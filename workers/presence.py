@@ -1,5 +1,5 @@
-"""This worker's presence in the registry of workers (``core.registry``): its rows written when
-its consumer is ready, refreshed on a heartbeat, deleted when it shuts down.
+"""This worker's presence in the registry of workers (``core.fleet.registry``): its rows written
+when its consumer is ready, refreshed on a heartbeat, deleted when it shuts down.
 
 The rows say what the worker consumes (read from its queues), the environment suites it serves
 (``served_suites``) and, for a GPU worker, the GPUs it found when it started (``workers.launch``
@@ -18,9 +18,10 @@ from functools import lru_cache
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from core import leases, registry
 from core.background import Periodic
 from core.db import make_engine, make_session_factory, utcnow
+from core.fleet import registry
+from core.leases import service as leases
 from core.settings import Settings, get_settings
 from learners.api import Backend, buildable_suites
 

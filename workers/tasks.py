@@ -19,15 +19,15 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.db import make_engine, make_session_factory
-from core.enums import ExperimentStatus
-from core.queue import (
+from core.dispatch.queue import (
     MATCH_TASK,
     RUN_TASK,
     CeleryDispatcher,
     requested_device,
     requested_suite,
 )
-from core.repositories import ExperimentRepository
+from core.enums import ExperimentStatus
+from core.experiments.repository import ExperimentRepository
 from core.settings import get_settings
 from core.storage import ArtifactStore, store_for
 from core.streaming import publish_after_commit, publisher_for
@@ -96,8 +96,8 @@ def _dispatcher() -> CeleryDispatcher:
 
 def _send_again(experiment_id: str) -> None:
     """Send a message for a queued run whose message this worker used to start a fairer run of
-    its queue (``core.fair_share``). A broker that refuses is left to the API's reconciler, which
-    sends a queued run's missing message again (``core.reconcile``)."""
+    its queue (``core.dispatch.fair_share``). A broker that refuses is left to the API's reconciler,
+    which sends a queued run's missing message again (``core.dispatch.reconcile``)."""
     try:
         with _session_factory()() as session:
             experiment = ExperimentRepository(session).get(experiment_id)
@@ -138,6 +138,6 @@ def _consume(task: Task, what: str, job: Callable[[ArtifactStore], Outcome]) -> 
     if outcome == Outcome.ELSEWHERE:
         # Only a message on a queue this worker should not consume (sent before an upgrade, or by
         # hand) gets here: it is dropped and the run stays queued; the API's reconciler
-        # (``core.reconcile``) sends it again to its suite's queue.
+        # (``core.dispatch.reconcile``) sends it again to its suite's queue.
         log.warning("%s is for a suite this worker does not serve; dropping its message", what)
     return outcome.value

@@ -14,10 +14,11 @@ from api.downloads import object_response
 from api.errors import ApiError, ErrorResponse, error_responses
 from api.owned import checkpoint_or_404
 from api.schemas.artifacts import CheckpointList, CheckpointOut, MetricPage, MetricPointOut
-from core import experiments as service
+from core.experiments import service
+from core.experiments.checkpoints import CheckpointRepository
 from core.ids import MAX_INT64
+from core.metrics.repository import MetricRepository
 from core.models import Checkpoint
-from core.repositories import CheckpointRepository, MetricRepository
 from learners.api import NO_NUL
 
 router = project_router("/v1/experiments", ["artifacts"])

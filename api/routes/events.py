@@ -23,11 +23,11 @@ from api.deps import ServicesDep, SessionDep
 from api.errors import ApiError, FieldProblem, error_responses
 from api.event_bus import EventBus, Page, get_event_bus
 from api.schemas.events import EventOut, EventPage, Timeline, TransitionOut
-from core import experiments as service
 from core.enums import EventKind, ExperimentStatus
+from core.experiments import service
+from core.experiments.event_stream import StoredEvent, StreamHead
+from core.experiments.events import EventRepository
 from core.ids import MAX_INT64
-from core.repositories import EventRepository
-from core.repositories.event_stream import StoredEvent, StreamHead
 
 router = project_router("/v1/experiments", ["events"])
 

@@ -21,10 +21,11 @@ from api.deps import (
 from api.errors import check_cursor, error_responses, refused_as
 from api.idempotency import IdempotencyKeyHeader
 from api.schemas.experiments import ExperimentOut, ExperimentPage
-from core import experiments as service
-from core import registry, warm_start
 from core.auth import Principal
 from core.enums import RESUMABLE_STATUSES, ExperimentStatus
+from core.experiments import service, warm_start
+from core.experiments.repository import ExperimentFilter, ExperimentRepository
+from core.fleet import registry
 from core.ids import ID_PATTERN
 from core.models import Experiment
 from core.quotas import (
@@ -34,7 +35,6 @@ from core.quotas import (
     kept_checkpoint_mib,
     resumed_checkpoint_mib,
 )
-from core.repositories import ExperimentFilter, ExperimentRepository
 from learners.api import (
     MAX_TAG_LENGTH,
     TAG_PATTERN,
@@ -265,7 +265,7 @@ def resume_experiment(
 
 def one(session: Session, services: Services, experiment: Experiment) -> ExperimentOut:
     """The response about one experiment: with its queue position when it is queued, and why it
-    waits when it waits for a GPU worker (``core.registry``)."""
+    waits when it waits for a GPU worker (``core.fleet.registry``)."""
     stale_s = services.settings.worker_heartbeat_stale_s
     reason = registry.status_reasons(session, [experiment], stale_s)[experiment.id]
     return ExperimentOut.of(

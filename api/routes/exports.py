@@ -15,8 +15,8 @@ from api.deps import CheckpointId, ServicesDep
 from api.errors import ApiError, ErrorResponse, error_responses
 from api.exports import SUFFIXES, PolicyExporter
 from api.owned import checkpoint_or_404
+from core.experiments.checkpoints import CheckpointRepository
 from core.models import Checkpoint
-from core.repositories import CheckpointRepository
 
 router = project_router("/v1/experiments", ["artifacts"])
 

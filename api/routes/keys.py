@@ -11,8 +11,8 @@ from api.deps import ServicesDep, SessionDep
 from api.errors import ApiError, error_responses
 from api.schemas.keys import CreatedKeyOut, KeyList, KeyOut, NewKey, WhoAmI
 from core import auth
+from core.auth.repository import KeyRepository, ProjectRepository
 from core.ids import is_id
-from core.repositories import KeyRepository, ProjectRepository
 
 router = project_router("/v1", ["keys"])
 

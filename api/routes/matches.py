@@ -15,11 +15,11 @@ from api.downloads import whole_object
 from api.errors import ApiError, check_cursor, error_responses, refused_as
 from api.owned import owned_or_404
 from api.schemas.matches import MatchOut, MatchPage
-from core import matches as service
 from core.enums import MatchStatus
+from core.matches import service
+from core.matches.repository import MatchRepository
 from core.models import Match
 from core.quotas import check_match_limits
-from core.repositories.matches import MatchRepository
 
 router = project_router("/v1/matches", ["matches"])
 

@@ -15,9 +15,9 @@ from api.auth import PrincipalDep, project_router
 from api.deps import SessionDep
 from api.errors import ApiError, FieldProblem, error_responses
 from api.schemas.metrics import Series, SeriesSet
+from core.experiments.event_stream import EventStreamRepository
 from core.ids import ID_PATTERN, is_id
-from core.repositories.event_stream import EventStreamRepository
-from core.repositories.series import Sample, SeriesRepository
+from core.metrics.series import Sample, SeriesRepository
 from learners.api import NO_NUL
 
 router = project_router("/v1", ["metrics"])

@@ -16,8 +16,8 @@ from api.idempotency import IdempotencyKeyHeader
 from api.owned import owned_or_404
 from api.routes.experiments import actor_of
 from api.schemas.sweeps import SummaryOut, SweepOut, SweepPage
-from core import warm_start
 from core.errors import BrokerUnavailable
+from core.experiments import warm_start
 from core.models import Sweep
 from core.quotas import (
     check_project_limits,
@@ -25,9 +25,9 @@ from core.quotas import (
     check_spec_bounds,
     kept_checkpoint_mib,
 )
-from core.repositories.sweeps import SweepRepository
 from core.sweeps import scheduler, service, space
 from core.sweeps import summary as summaries
+from core.sweeps.repository import SweepRepository
 from learners.api import ExperimentSpec, FieldError, SpecError
 
 router = project_router("/v1/sweeps", ["sweeps"])

@@ -1,5 +1,5 @@
-"""``/v1/workers``: the registry of workers (``core.registry``), so that an operator who adds a
-host (a GPU host, say) sees it registered, and a user sees what their ``cuda`` run waits for.
+"""``/v1/workers``: the registry of workers (``core.fleet.registry``), so that an operator who adds
+a host (a GPU host, say) sees it registered, and a user sees what their ``cuda`` run waits for.
 
 Workers are shared by every project: they are not a project's data, so any valid key (``viewer``
 and up) may list them, and the list is the same for every project. It still goes through
@@ -18,9 +18,9 @@ from api.auth import project_router
 from api.deps import ServicesDep, SessionDep
 from api.errors import error_responses
 from api.schemas.workers import RegisteredWorkerOut, WorkerList
-from core import registry
 from core.enums import ResourceClass
-from core.repositories.workers import WorkerRepository
+from core.fleet import registry
+from core.fleet.repository import WorkerRepository
 from learners.api import Backend
 
 router = project_router("/v1/workers", ["workers"])

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from api.schemas.common import Progress
 from core.db import utcnow
 from core.enums import ExperimentStatus
-from core.leases import max_restarts_of
+from core.leases.service import max_restarts_of
 from core.models import Experiment
 from learners.api import Algorithm, Backend
 
@@ -158,8 +158,8 @@ class ExperimentOut(BaseModel):
     def of(
         cls, row: Experiment, queue_position: int | None = None, status_reason: str | None = None
     ) -> ExperimentOut:
-        """The response for a database row; ``status_reason`` as ``core.registry.status_reasons``
-        has it (the stored one when None)."""
+        """The response for a database row; ``status_reason`` as
+        ``core.fleet.registry.status_reasons`` has it (the stored one when None)."""
         return cls(
             id=row.id,
             name=row.name,

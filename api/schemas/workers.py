@@ -1,4 +1,4 @@
-"""The bodies of ``/v1/workers``: the registry of workers (``core.registry``)."""
+"""The bodies of ``/v1/workers``: the registry of workers (``core.fleet.registry``)."""
 
 from __future__ import annotations
 

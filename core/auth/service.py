@@ -17,13 +17,13 @@ from typing import Literal
 
 from sqlalchemy.orm import Session
 
+from core.auth.repository import AuthSessionRepository, KeyRepository, ProjectRepository
 from core.auth.tokens import new_token, token_hash
 from core.db import utcnow
 from core.enums import Role
 from core.errors import NotFound, ServiceError
 from core.ids import new_id
 from core.models import ApiKey, AuthSession, Project
-from core.repositories import AuthSessionRepository, KeyRepository, ProjectRepository
 from learners.api import label_error
 
 KEY_PREFIX = "mfk_"

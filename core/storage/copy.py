@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from core.repositories import CheckpointRepository
+from core.experiments.checkpoints import CheckpointRepository
 from core.storage.base import ArtifactStore, ObjectMissing, hash_file
 
 PREFIX = "experiments/"

@@ -17,15 +17,15 @@ import logging
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from core import experiments
 from core.background import Periodic
+from core.dispatch.queue import Dispatcher
 from core.enums import ExperimentStatus
 from core.errors import BrokerUnavailable
+from core.experiments import service as experiments
+from core.experiments.repository import ExperimentRepository
 from core.lifecycle import transition
-from core.queue import Dispatcher
 from core.quotas import ACTIVE_STATUSES
-from core.repositories import ExperimentRepository
-from core.repositories.sweeps import SweepRepository
+from core.sweeps.repository import SweepRepository
 
 log = logging.getLogger(__name__)
 

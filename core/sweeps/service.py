@@ -13,16 +13,18 @@ from enum import StrEnum
 
 from sqlalchemy.orm import Session
 
-from core import idempotency, warm_start
 from core.db import utcnow
 from core.enums import RESUMABLE_STATUSES, ExperimentStatus
 from core.errors import NotFound
-from core.experiments import Actor
+from core.experiments import warm_start
+from core.experiments.events import EventRepository
+from core.experiments.repository import ExperimentRepository
+from core.experiments.service import Actor
+from core.idempotency import service as idempotency
 from core.ids import new_id
 from core.lifecycle import transition
 from core.models import Experiment, Sweep
-from core.repositories import EventRepository, ExperimentRepository
-from core.repositories.sweeps import RunCounts, SweepRepository
+from core.sweeps.repository import RunCounts, SweepRepository
 from core.sweeps.space import Expansion, SweepSpec
 
 S = ExperimentStatus
@@ -164,7 +166,7 @@ def submit_once(
 
 def cancel(session: Session, sweep_id: str, actor: Actor | None = None) -> list[str]:
     """Cancel every run of the sweep that has not ended: pending and queued ones at once, running
-    ones ask their worker to stop (as ``core.experiments.cancel``). The ids changed."""
+    ones ask their worker to stop (as ``core.experiments.service.cancel``). The ids changed."""
     by = f" by {actor.label}" if actor is not None else ""
     key_id = actor.key_id if actor is not None else None
     changed = []

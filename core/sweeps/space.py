@@ -161,7 +161,7 @@ def expand(
     """Every run of the sweep as a validated spec, or ``SpecError`` naming what would fail;
     ``check`` is a further step on each parsed spec that raises ``SpecError`` or returns the spec
     to store (the deployment's bounds, ``core.quotas.check_spec_bounds``; a warm start resolved
-    to its checkpoint, ``core.warm_start.resolve``)."""
+    to its checkpoint, ``core.experiments.warm_start.resolve``)."""
     configs = configurations(sweep.space)
     seeds = seeds_of(sweep)
     name = sweep.name or str(sweep.base.get("name", "")) or "sweep"

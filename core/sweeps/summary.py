@@ -21,8 +21,8 @@ from sqlalchemy.orm import Session
 
 from core.enums import ExperimentStatus
 from core.models import Experiment, Sweep
-from core.repositories.sweeps import SweepRepository
 from core.sweeps import stats
+from core.sweeps.repository import SweepRepository
 
 DEFAULT_METRIC = "eval/episode_return"
 

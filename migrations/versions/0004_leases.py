@@ -3,7 +3,7 @@ how many times the run was restarted after losing its worker.
 
 Runs that are running while this migration applies get no lease (NULL): the first reaper pass
 after the upgrade treats them as held by a worker that is gone only once their ``updated_at`` is
-older than a lease (see ``core.leases``).
+older than a lease (see ``core.leases.service``).
 
 Revision ID: 0004
 Revises: 0003

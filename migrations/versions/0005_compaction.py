@@ -1,4 +1,4 @@
-"""Compaction: when a finished run's bulky history was last compacted (``core.retention``).
+"""Compaction: when a finished run's bulky history was last compacted (``core.retention.service``).
 
 NULL for every run until the first compaction after its retention; a run resumed and finished
 again after it is compacted again (its ``finished_at`` is then newer than ``compacted_at``).

@@ -1,5 +1,5 @@
 """Idempotency keys: a project's ``Idempotency-Key`` headers and what each one created
-(``core.idempotency``).
+(``core.idempotency.service``).
 
 Unique per (project, key): two requests racing with one key cannot both insert, so the loser of
 the race answers with the winner's resource instead of creating a second one.

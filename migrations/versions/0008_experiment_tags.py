@@ -1,5 +1,5 @@
 """Experiment tags: one row per (experiment, tag), so ``GET /v1/experiments?tag=`` is an index
-lookup on every database (the spec keeps the list too; ``core.experiments`` writes both).
+lookup on every database (the spec keeps the list too; ``core.experiments.service`` writes both).
 
 A side table rather than a JSON column: the same query and index on SQLite and PostgreSQL, with no
 JSONB operators. Runs submitted before tags existed have none, so nothing is backfilled.

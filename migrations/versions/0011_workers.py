@@ -1,6 +1,6 @@
 """The registry of workers, and the device a run computes on.
 
-``workers`` holds one row per live worker and backend it consumes (``core.registry``): its
+``workers`` holds one row per live worker and backend it consumes (``core.fleet.registry``): its
 queues, its resource class (``cpu``, or ``gpu`` when it consumes the backend's ``-gpu`` queue), the
 GPUs its framework sees, when it started and when it was last seen. A worker writes its rows when it
 is ready and refreshes them on its heartbeat; the API reads them to tell a run that needs a GPU

@@ -1,6 +1,6 @@
 """When a queued run's message was last sent again by the reconciler.
 
-``experiments.dispatched_at`` is written by ``core.reconcile`` when it sends a queued run's
+``experiments.dispatched_at`` is written by ``core.dispatch.reconcile`` when it sends a queued run's
 message again (the broker held none for it): a conditional write, so of several API processes
 only one sends it, and the next pass waits ``dispatch_grace_s`` before it looks at the run again.
 NULL for every run until then; a run queued again later counts from its ``updated_at``.

@@ -1,8 +1,9 @@
 """When a queued match's message was last sent again by the reconciler.
 
 ``matches.dispatched_at`` is to a match what ``experiments.dispatched_at`` (revision 0013) is to
-a run: written by ``core.reconcile`` when it sends a queued match's message again (the broker held
-none), conditionally, so that of several API processes only one sends it. NULL until then.
+a run: written by ``core.dispatch.reconcile`` when it sends a queued match's message again (the
+broker held none), conditionally, so that of several API processes only one sends it. NULL until
+then.
 
 Revision ID: 0015
 Revises: 0014

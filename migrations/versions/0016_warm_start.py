@@ -1,9 +1,9 @@
 """Warm starts: the run and the checkpoint a run starts from.
 
 ``experiments.init_experiment_id`` and ``experiments.init_checkpoint_id`` copy a warm-started
-run's ``spec.init`` (the checkpoint resolved at submission, ``core.warm_start``), indexed: the
-parent's pruning keeps a checkpoint a warm start names, and a run's record links to its parent.
-NULL for every run before this revision (none could warm-start).
+run's ``spec.init`` (the checkpoint resolved at submission, ``core.experiments.warm_start``),
+indexed: the parent's pruning keeps a checkpoint a warm start names, and a run's record links to its
+parent. NULL for every run before this revision (none could warm-start).
 
 Revision ID: 0016
 Revises: 0015

@@ -1,11 +1,12 @@
 """Fair dispatch: the queue a run was sent to, and when the service put a started run back.
 
-``experiments.queue`` is the queue name a run's message was last sent on (``core.queue.queue_for``
-with the deployment's prefix), so a worker taking a message picks among the runs of that queue only
-(``core.fair_share``). ``experiments.interrupted_at`` is when the service itself put a started run
-back in its queue (a lost worker's takeover, a stopping worker, a local worker's restart): such a
-run goes ahead of new work; a worker's claim clears it. Both NULL for every row before this
-revision: such a queued run is started by its own message, as before.
+``experiments.queue`` is the queue name a run's message was last sent on
+(``core.dispatch.queue.queue_for`` with the deployment's prefix), so a worker taking a message picks
+among the runs of that queue only (``core.dispatch.fair_share``). ``experiments.interrupted_at`` is
+when the service itself put a started run back in its queue (a lost worker's takeover, a stopping
+worker, a local worker's restart): such a run goes ahead of new work; a worker's claim clears it.
+Both NULL for every row before this revision: such a queued run is started by its own message, as
+before.
 
 Revision ID: 0017
 Revises: 0016

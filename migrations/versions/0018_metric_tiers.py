@@ -1,9 +1,9 @@
 """Metric tiers: summaries of each series over aligned step ranges, for charts of long runs.
 
 ``metric_tiers`` holds, per (experiment, name, tier, bucket), the summary of the series' points in
-steps ``bucket * 4 ** tier`` to ``(bucket + 1) * 4 ** tier - 1`` (``core.metric_tiers``); the
+steps ``bucket * 4 ** tier`` to ``(bucket + 1) * 4 ** tier - 1`` (``core.metrics.tiers``); the
 service writes it with every change to ``metric_points``. The upgrade summarises the points
-already stored, run by run (``core.repositories.tiers.TierRepository.rebuild``; about half a
+already stored, run by run (``core.metrics.tier_repository.TierRepository.rebuild``; about half a
 million points a pass).
 
 Revision ID: 0018
@@ -49,8 +49,8 @@ def upgrade() -> None:
         sa.Column("high_wall", sa.Double(), nullable=True),
     )
     # The summaries are the service's own rule, so the upgrade writes them with its code.
-    from core.repositories.series import SeriesRepository
-    from core.repositories.tiers import TierRepository
+    from core.metrics.series import SeriesRepository
+    from core.metrics.tier_repository import TierRepository
 
     session = Session(bind=op.get_bind())
     runs = session.scalars(sa.text("SELECT DISTINCT experiment_id FROM metric_points")).all()

@@ -7,8 +7,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from core.experiments.checkpoints import CheckpointRepository
 from core.models import Checkpoint
-from core.repositories import CheckpointRepository
 from core.storage import ArtifactStore, checkpoint_key
 from learners import checkpoint
 from learners.admission.parse import parse_spec

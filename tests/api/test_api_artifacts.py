@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
-from core.repositories import MetricRepository, MetricWrite
+from core.metrics.repository import MetricRepository, MetricWrite
 
 pytestmark = pytest.mark.integration
 

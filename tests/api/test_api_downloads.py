@@ -14,8 +14,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
+from core.experiments.checkpoints import CheckpointRepository
 from core.models import Checkpoint
-from core.repositories import CheckpointRepository
 from core.settings import Settings
 from core.storage import ArtifactStore, FilesystemStore, ObjectCorrupt, checkpoint_key
 from core.storage.s3 import S3Store

@@ -11,8 +11,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from core import leases
 from core.enums import ExperimentStatus
+from core.leases import service as leases
 from core.lifecycle import transition
 from core.models import Experiment, StatusTransition
 from learners.admission.parse import parse_spec

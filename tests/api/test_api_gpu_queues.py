@@ -18,9 +18,9 @@ from sqlalchemy.orm import Session
 
 from core.db import utcnow
 from core.enums import ExperimentStatus, ResourceClass
+from core.fleet.repository import WorkerRepository
 from core.lifecycle import transition
 from core.models import Experiment, WorkerRecord
-from core.repositories.workers import WorkerRepository
 from core.settings import Settings
 from learners.enums import Backend
 

@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session
 import core.quotas
 from api.app import create_app
 from api.routes import experiments as experiment_routes
-from core import idempotency
 from core.db import make_engine, make_session_factory
+from core.idempotency import service as idempotency
 from core.models import Experiment, IdempotencyKey, Project
 from core.settings import Settings
 from core.storage import FilesystemStore

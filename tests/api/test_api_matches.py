@@ -14,9 +14,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.enums import MatchStatus
+from core.experiments.checkpoints import CheckpointRepository
+from core.matches.repository import MatchRepository
 from core.models import Checkpoint, Match, Project
-from core.repositories import CheckpointRepository
-from core.repositories.matches import MatchRepository
 from core.storage import FilesystemStore
 from tests.auth_support import bearer
 

@@ -16,11 +16,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
-from core import leases
 from core.db import make_engine, make_session_factory, utcnow
+from core.dispatch.queue import CeleryDispatcher
 from core.enums import ExperimentStatus, FailureClass
+from core.leases import service as leases
 from core.lifecycle import transition
-from core.queue import CeleryDispatcher
 from core.settings import Settings
 from core.storage import FilesystemStore
 
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.integration
 S = ExperimentStatus
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
-# The reasons the service writes when a run fails (workers.runs, core.experiments), and
+# The reasons the service writes when a run fails (workers.runs, core.experiments.service), and
 # the class each must count under.
 FAILURES = [
     (

@@ -16,10 +16,10 @@ from sqlalchemy.orm import Session
 
 from api.app import create_app
 from core.db import utcnow
+from core.dispatch.queue import CeleryDispatcher
 from core.enums import ExperimentStatus
 from core.lifecycle import transition
 from core.models import Experiment, MetricPointRow, Project, Sweep
-from core.queue import CeleryDispatcher
 from core.quotas import run_memory_estimate
 from core.settings import Settings
 from core.sweeps import scheduler

@@ -1,7 +1,7 @@
-"""Warm starts at submission (``spec.init``, ``core.warm_start``): the parent run and checkpoint
-are found in the project and resolved (``latest``, ``best``), the spec's fit checked, the stored
-spec and the record name the checkpoint; every misfit is a 422 naming the field, nothing stored;
-another project's run is not found; a sweep's base warm-starts each of its runs; the named
+"""Warm starts at submission (``spec.init``, ``core.experiments.warm_start``): the parent run and
+checkpoint are found in the project and resolved (``latest``, ``best``), the spec's fit checked, the
+stored spec and the record name the checkpoint; every misfit is a 422 naming the field, nothing
+stored; another project's run is not found; a sweep's base warm-starts each of its runs; the named
 checkpoint survives its run's pruning."""
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from core.experiments.checkpoints import CheckpointRepository
+from core.experiments.repository import ExperimentRepository
 from core.models import Checkpoint, Experiment
-from core.repositories import CheckpointRepository, ExperimentRepository
 from core.storage import FilesystemStore
 from tests.api.checkpoint_support import learner_checkpoint, store_checkpoint
 from tests.auth_support import bearer

@@ -14,8 +14,8 @@ from sqlalchemy.orm import Session
 
 from core.db import utcnow
 from core.enums import ResourceClass
+from core.fleet.repository import WorkerRepository
 from core.models import WorkerRecord
-from core.repositories.workers import WorkerRepository
 from core.settings import Settings
 from learners.enums import Backend
 from tests.auth_support import bearer

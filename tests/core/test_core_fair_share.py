@@ -1,6 +1,6 @@
-"""Fair dispatch (``core.fair_share``): the order itself, then the order and the queue position
-read from a real database (PostgreSQL, each test rolled back; and SQLite). A worker's claim by the
-order is tested in ``tests/workers/test_worker_runs.py``."""
+"""Fair dispatch (``core.dispatch.fair_share``): the order itself, then the order and the queue
+position read from a real database (PostgreSQL, each test rolled back; and SQLite). A worker's claim
+by the order is tested in ``tests/workers/test_worker_runs.py``."""
 
 from __future__ import annotations
 
@@ -14,13 +14,15 @@ import pytest
 from sqlalchemy import create_engine, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from core import auth, experiments, fair_share
+from core import auth
 from core.db import make_session_factory, utcnow
+from core.dispatch import fair_share
+from core.dispatch.fair_share import Queue, Waiting
+from core.dispatch.queue import CeleryDispatcher
 from core.enums import ExperimentStatus
-from core.fair_share import Queue, Waiting
+from core.experiments import service as experiments
 from core.migrate import upgrade
 from core.models import Experiment
-from core.queue import CeleryDispatcher
 from core.settings import Settings
 from learners.admission.parse import parse_spec
 

@@ -19,13 +19,14 @@ from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from core import experiments, leases
 from core.db import make_engine, make_session_factory, utcnow
+from core.dispatch.queue import CeleryDispatcher
 from core.enums import EventKind, ExperimentStatus
+from core.experiments import service as experiments
+from core.experiments.checkpoints import CheckpointRepository
+from core.leases import service as leases
 from core.lifecycle import transition
 from core.models import Experiment, ExperimentEvent, StatusTransition
-from core.queue import CeleryDispatcher
-from core.repositories import CheckpointRepository
 from core.settings import Settings
 from learners.admission.parse import parse_spec
 from tests.auth_support import default_project_id
@@ -329,7 +330,7 @@ def test_a_worker_started_again_is_never_named_as_the_one_it_replaces() -> None:
     # Containers on the host's network share its hostname, and a container restarted by its
     # engine runs its worker under the same small pid: the name carries a part drawn at start.
     ours = leases.default_worker_id()
-    code = "from core.leases import default_worker_id; print(default_worker_id())"
+    code = "from core.leases.service import default_worker_id; print(default_worker_id())"
     started = [
         subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=True

@@ -177,10 +177,10 @@ def _check_tiers_backfilled(url: str) -> None:
     from sqlalchemy import insert
     from sqlalchemy.orm import Session
 
-    from core.downsample import min_max
     from core.enums import ExperimentStatus
+    from core.metrics.downsample import min_max
+    from core.metrics.series import SeriesRepository
     from core.models import Experiment, MetricPointRow, Project
-    from core.repositories.series import SeriesRepository
     from tests.series_support import expected_tiers, noisy, stored_tiers
 
     migrate.upgrade(url, "0017")

@@ -1,7 +1,7 @@
-"""The reconciler (``core.reconcile``) on PostgreSQL (each test rolled back) with the embedded
-broker's folder and a real Redis: a queued run whose message is gone is sent again, once; a run
-whose message waits, or that was queued moments ago, is left alone; of two API processes racing on
-the same read, one sends (other tests' committed runs may share the database: each test looks at
+"""The reconciler (``core.dispatch.reconcile``) on PostgreSQL (each test rolled back) with the
+embedded broker's folder and a real Redis: a queued run whose message is gone is sent again, once; a
+run whose message waits, or that was queued moments ago, is left alone; of two API processes racing
+on the same read, one sends (other tests' committed runs may share the database: each test looks at
 its own rows only). Time passes by handing ``reconcile`` a later ``now``."""
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from core import experiments
 from core.db import utcnow
+from core.dispatch.queue import CeleryDispatcher, held_runs
+from core.dispatch.reconcile import RESENT, reconcile
 from core.enums import EventKind
+from core.experiments import service as experiments
+from core.experiments.repository import ExperimentRepository
+from core.matches.repository import MatchRepository
 from core.models import ExperimentEvent
-from core.queue import CeleryDispatcher, held_runs
-from core.reconcile import RESENT, reconcile
-from core.repositories.experiments import ExperimentRepository
-from core.repositories.matches import MatchRepository
 from core.settings import Settings
 from learners.admission.parse import parse_spec
 from tests.auth_support import default_project_id
@@ -200,7 +200,7 @@ def test_a_match_whose_message_is_gone_is_sent_again_once_saying_so(
     dispatcher: CeleryDispatcher,
     settings: Settings,
 ) -> None:
-    from core import matches
+    from core.matches import service as matches
 
     with rollback_sessions() as session:
         spec = matches.parse_match(

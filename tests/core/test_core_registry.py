@@ -1,6 +1,6 @@
-"""Queues by backend and resource class, and the registry of workers (``core.queue``,
-``core.registry``): which queue a spec's device picks, what a worker's queues say about it, and its
-rows written, refreshed, rewritten and removed on PostgreSQL (rolled back) and SQLite."""
+"""Queues by backend and resource class, and the registry of workers (``core.dispatch.queue``,
+``core.fleet.registry``): which queue a spec's device picks, what a worker's queues say about it,
+and its rows written, refreshed, rewritten and removed on PostgreSQL (rolled back) and SQLite."""
 
 from __future__ import annotations
 
@@ -11,18 +11,19 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from core import migrate, registry
+from core import migrate
 from core.db import make_engine, make_session_factory, utcnow
-from core.enums import ExperimentStatus, ResourceClass
-from core.models import Experiment
-from core.queue import (
+from core.dispatch.queue import (
     declared_queues,
     queue_for,
     requested_device,
     requested_suite,
     worker_queues,
 )
-from core.repositories.workers import WorkerRepository
+from core.enums import ExperimentStatus, ResourceClass
+from core.fleet import registry
+from core.fleet.repository import WorkerRepository
+from core.models import Experiment
 from core.settings import Settings
 from learners.enums import Backend, Device
 

@@ -10,13 +10,13 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from core import experiments
+from core.dispatch.queue import CeleryDispatcher
 from core.enums import EventKind, ExperimentStatus
 from core.errors import Conflict, NotFound
+from core.experiments import service as experiments
 from core.lifecycle import transition
+from core.metrics.repository import MetricRepository, MetricWrite
 from core.models import ExperimentEvent, StatusTransition
-from core.queue import CeleryDispatcher
-from core.repositories import MetricRepository, MetricWrite
 from core.settings import Settings
 from learners.admission.parse import parse_spec
 from tests.auth_support import default_project_id

@@ -1,6 +1,6 @@
-"""Fair dispatch across projects with real processes (``core.fair_share``): ``marlforge api`` and
-one ``marlforge worker`` on PostgreSQL and Redis, two projects' keys. One project's backlog, queued
-first, does not hold the worker while the other project's run waits."""
+"""Fair dispatch across projects with real processes (``core.dispatch.fair_share``): ``marlforge
+api`` and one ``marlforge worker`` on PostgreSQL and Redis, two projects' keys. One project's
+backlog, queued first, does not hold the worker while the other project's run waits."""
 
 from __future__ import annotations
 

@@ -24,8 +24,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from core.db import make_engine, make_session_factory, utcnow
 from core.enums import ResourceClass
+from core.fleet.repository import WorkerRepository
 from core.models import WorkerRecord
-from core.repositories.workers import WorkerRepository
 from learners.enums import Backend
 from learners.envs.suites.installed import buildable_suites
 

@@ -1,5 +1,5 @@
-"""The database is the queue of record (``core.reconcile``): runs whose messages the broker lost
-still run. On the deployed shape: ``marlforge api`` and ``marlforge worker`` processes on a
+"""The database is the queue of record (``core.dispatch.reconcile``): runs whose messages the broker
+lost still run. On the deployed shape: ``marlforge api`` and ``marlforge worker`` processes on a
 PostgreSQL database and a redis-server of the test's own (the shared ones are never touched;
 the stacks of other tests share the session's database, and this reconciler would take their
 queued runs).
@@ -28,7 +28,7 @@ from e2e_support import (
 )
 
 from core import migrate
-from core.reconcile import RESENT
+from core.dispatch.reconcile import RESENT
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.integration]
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from e2e_support import Api, create_key, free_port, service_env
 
-from core import leases
 from core.db import make_engine, make_session_factory
 from core.enums import ExperimentStatus as S
+from core.leases import service as leases
 from core.lifecycle import transition
 from tests.conftest import migrated_database
 

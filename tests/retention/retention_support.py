@@ -11,13 +11,15 @@ from typing import Any
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
-from core import experiments
 from core.db import utcnow
-from core.downsample import Point
+from core.dispatch.queue import CeleryDispatcher
 from core.enums import EventKind, ExperimentStatus
+from core.experiments import service as experiments
+from core.experiments.checkpoints import CheckpointRepository
+from core.experiments.events import EventRepository
 from core.lifecycle import transition
-from core.queue import CeleryDispatcher
-from core.repositories import CheckpointRepository, EventRepository, MetricRepository, MetricWrite
+from core.metrics.downsample import Point
+from core.metrics.repository import MetricRepository, MetricWrite
 from core.settings import Settings
 from learners.admission.parse import parse_spec
 from tests import series_support

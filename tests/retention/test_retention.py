@@ -19,16 +19,17 @@ from sqlalchemy import select
 
 from api.app import create_app
 from api.routes.metrics import DEFAULT_MAX_POINTS
-from core import experiments
 from core.db import utcnow
-from core.downsample import Point, min_max
+from core.dispatch.queue import CeleryDispatcher
 from core.enums import EventKind, ExperimentStatus
+from core.experiments import service as experiments
+from core.experiments.checkpoints import CheckpointRepository
+from core.experiments.events import EventRepository
 from core.lifecycle import transition
+from core.metrics.downsample import Point, min_max
+from core.metrics.series import SeriesRepository
 from core.models import Experiment
-from core.queue import CeleryDispatcher
-from core.repositories import CheckpointRepository, EventRepository
-from core.repositories.series import SeriesRepository
-from core.retention import CHART_POINTS, CompactionReport, Compactor, compact
+from core.retention.service import CHART_POINTS, CompactionReport, Compactor, compact
 from core.settings import Settings
 from core.storage import ArtifactStorage
 from marlforge.cli import build_parser, cmd_compact

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import sessionmaker
 
-from core import experiments
 from core.db import make_engine, make_session_factory
-from core.queue import CeleryDispatcher
-from core.repositories import CheckpointRepository
+from core.dispatch.queue import CeleryDispatcher
+from core.experiments import service as experiments
+from core.experiments.checkpoints import CheckpointRepository
 from core.settings import Settings
 from core.storage import ArtifactStore, checkpoint_key, open_store, replay_key
 from learners.admission.parse import parse_spec

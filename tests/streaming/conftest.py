@@ -16,10 +16,10 @@ from stream_support import Run, Server
 
 from api.app import create_app
 from api.event_bus import BusConfig, EventBus
-from core import experiments
 from core.db import make_engine, make_session_factory
+from core.dispatch.queue import CeleryDispatcher
 from core.enums import ExperimentStatus
-from core.queue import CeleryDispatcher
+from core.experiments import service as experiments
 from core.settings import Settings
 from core.storage import FilesystemStore
 from core.streaming import events_channel, redis_url_of

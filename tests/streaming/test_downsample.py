@@ -1,6 +1,6 @@
-"""``core.downsample``: the rule in plain Python (the oracle ``test_series_sql`` holds the SQL to).
-Short series unchanged; long ones bounded, their ends and each step bucket's extremes kept; grids
-tiled by the tiers of ``core.metric_tiers``, whose summaries merge to the rule's picks."""
+"""``core.metrics.downsample``: the rule in plain Python (the oracle ``test_series_sql`` holds the
+SQL to). Short series unchanged; long ones bounded, their ends and each step bucket's extremes kept;
+grids tiled by the tiers of ``core.metrics.tiers``, whose summaries merge to the rule's picks."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from core.downsample import (
+from core.metrics.downsample import (
     BASE_TIER,
     FANOUT,
     MIN_MULTIPLE,
@@ -21,7 +21,7 @@ from core.downsample import (
     min_max,
     tier_width,
 )
-from core.metric_tiers import Summary, chart, roll_up
+from core.metrics.tiers import Summary, chart, roll_up
 
 
 def _series(values: list[float | None], spacing: int = 10) -> list[Point]:

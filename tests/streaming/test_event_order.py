@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from stream_support import Run
 
 from core.enums import EventKind
-from core.repositories import EventRepository
+from core.experiments.events import EventRepository
 
 pytestmark = pytest.mark.integration
 

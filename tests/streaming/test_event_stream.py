@@ -14,9 +14,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from stream_support import Run, Server, SseEvent, SseReader, db_events
 
 from api.event_bus import BusConfig
-from core import experiments
+from core.dispatch.queue import CeleryDispatcher
 from core.enums import ExperimentStatus
-from core.queue import CeleryDispatcher
+from core.experiments import service as experiments
 from core.settings import Settings
 from core.storage import FilesystemStore
 from learners.admission.parse import parse_spec

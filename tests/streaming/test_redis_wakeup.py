@@ -17,7 +17,7 @@ from stream_support import Run, Server, SseReader
 from api.event_bus import BusConfig
 from core.db import make_session_factory
 from core.enums import EventKind, ExperimentStatus
-from core.repositories import EventRepository
+from core.experiments.events import EventRepository
 from core.settings import Settings
 from core.streaming import events_channel, publish_after_commit, publisher_for
 

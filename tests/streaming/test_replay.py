@@ -13,8 +13,8 @@ from PIL import Image
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
-from core import experiments
-from core.queue import CeleryDispatcher
+from core.dispatch.queue import CeleryDispatcher
+from core.experiments import service as experiments
 from core.settings import Settings
 from core.storage import FilesystemStore
 from learners.admission.parse import parse_spec

@@ -1,7 +1,8 @@
 """Charts shrunk in the database (``SeriesRepository.sample``, ``GET /v1/metrics``) on SQLite and
-PostgreSQL, held to the plain-Python rule of ``core.downsample.min_max`` on the same stored points:
-spikes, non-finite runs, equal values, uneven steps, a hole in the steps, several series of a run
-at once. Each test's rows are rolled back (PostgreSQL) or stay in a module-wide SQLite file."""
+PostgreSQL, held to the plain-Python rule of ``core.metrics.downsample.min_max`` on the same stored
+points: spikes, non-finite runs, equal values, uneven steps, a hole in the steps, several series of
+a run at once. Each test's rows are rolled back (PostgreSQL) or stay in a module-wide SQLite
+file."""
 
 from __future__ import annotations
 
@@ -17,13 +18,14 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
-from core import experiments, migrate
+from core import migrate
 from core.db import make_engine, make_session_factory
-from core.downsample import Point, min_max
-from core.queue import CeleryDispatcher
-from core.repositories import MetricRepository, MetricWrite
-from core.repositories.retention import RetentionRepository
-from core.repositories.series import SeriesRepository
+from core.dispatch.queue import CeleryDispatcher
+from core.experiments import service as experiments
+from core.metrics.downsample import Point, min_max
+from core.metrics.repository import MetricRepository, MetricWrite
+from core.metrics.series import SeriesRepository
+from core.retention.repository import RetentionRepository
 from core.settings import Settings
 from core.storage import FilesystemStore
 from learners.admission.parse import parse_spec

@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from core import experiments
 from core.db import make_session_factory
-from core.queue import CeleryDispatcher
+from core.dispatch.queue import CeleryDispatcher
+from core.experiments import service as experiments
 from core.settings import Settings
 from core.storage import FilesystemStore
 from learners.admission.parse import parse_spec

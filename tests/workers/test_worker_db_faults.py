@@ -16,11 +16,11 @@ from sqlalchemy import Engine, create_engine, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from core import experiments
 from core.db import make_engine, make_session_factory
+from core.dispatch.queue import CeleryDispatcher
 from core.enums import ExperimentStatus
+from core.experiments import service as experiments
 from core.models import Experiment, ExperimentEvent, MetricPointRow
-from core.queue import CeleryDispatcher
 from core.storage import FilesystemStore
 from learners.admission.parse import parse_spec
 from tests.auth_support import default_project_id

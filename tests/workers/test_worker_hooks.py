@@ -13,11 +13,11 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from core import experiments
 from core.enums import EventKind, ExperimentStatus
+from core.experiments import service as experiments
+from core.experiments.checkpoints import CheckpointRepository
 from core.lifecycle import transition
 from core.models import Checkpoint, Experiment, ExperimentEvent, MetricPointRow
-from core.repositories import CheckpointRepository
 from core.storage import ArtifactStore, FilesystemStore
 from core.storage.s3 import S3Store
 from learners.hooks import MetricPoint

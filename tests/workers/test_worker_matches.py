@@ -12,10 +12,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from core import matches as service
+from core.dispatch.queue import CeleryDispatcher
 from core.enums import MatchStatus
+from core.matches import service
 from core.models import Checkpoint, Match
-from core.queue import CeleryDispatcher
 from core.storage import FilesystemStore
 from tests.auth_support import default_project_id
 from workers.matches import play

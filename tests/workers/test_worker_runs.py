@@ -17,10 +17,15 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from core import auth, experiments, leases
+from core import auth
 from core.db import make_engine, make_session_factory
+from core.dispatch.queue import CeleryDispatcher
 from core.enums import EventKind, ExperimentStatus
+from core.experiments import service as experiments
+from core.experiments.checkpoints import CheckpointRepository
+from core.leases import service as leases
 from core.lifecycle import transition
+from core.metrics.repository import MetricRepository
 from core.models import (
     Checkpoint,
     Experiment,
@@ -28,8 +33,6 @@ from core.models import (
     MetricPointRow,
     StatusTransition,
 )
-from core.queue import CeleryDispatcher
-from core.repositories import CheckpointRepository, MetricRepository
 from core.settings import Settings
 from core.storage import FilesystemStore, StoredObject
 from learners.admission.parse import parse_spec

@@ -20,11 +20,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from api.app import create_app
-from core import experiments
+from core.dispatch.queue import CeleryDispatcher
 from core.enums import EventKind, ExperimentStatus
+from core.experiments import service as experiments
 from core.lifecycle import transition
 from core.models import Checkpoint, Experiment, ExperimentEvent, MetricPointRow
-from core.queue import CeleryDispatcher
 from core.settings import Settings
 from core.storage import ObjectCorrupt
 from core.storage.s3 import S3Store

@@ -22,8 +22,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from core import experiments
 from core.enums import EventKind, ExperimentStatus
+from core.experiments import service as experiments
 from core.models import Checkpoint, Experiment, ExperimentEvent, MetricPointRow
 from core.storage import FilesystemStore
 from workers.outcome import Outcome, RunLimits

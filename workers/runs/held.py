@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from sqlalchemy import ColumnElement
 from sqlalchemy.orm import Session, sessionmaker
 
-from core import leases
 from core.db import retry_transient, utcnow
 from core.enums import EventKind, ExperimentStatus
+from core.experiments.events import EventRepository
+from core.experiments.repository import ExperimentRepository
+from core.leases import service as leases
 from core.lifecycle import transition
 from core.models import Experiment
-from core.repositories import EventRepository, ExperimentRepository
 from learners.api import ExperimentSpec
 from workers.hooks import DatabaseHooks, StopCause
 from workers.outcome import Outcome, RunLimits
@@ -161,7 +162,8 @@ class HeldRun:
         log_at: int | None,
     ) -> bool:
         now = utcnow()
-        # A run handed back to its queue goes ahead of new work there (``core.fair_share``).
+        # A run handed back to its queue goes ahead of new work there
+        # (``core.dispatch.fair_share``).
         finished_at, interrupted_at = (None, now) if to == S.QUEUED else (now, None)
         with self.session_factory() as session:
             moved = transition(

@@ -24,13 +24,14 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from core import fair_share, leases
 from core.db import make_engine, make_session_factory, retry_transient, utcnow
+from core.dispatch import fair_share
+from core.dispatch.queue import requested_suite
 from core.enums import ExperimentStatus
+from core.experiments.repository import ExperimentRepository
+from core.leases import service as leases
 from core.lifecycle import transition
 from core.models import Experiment
-from core.queue import requested_suite
-from core.repositories import ExperimentRepository
 from core.settings import get_settings
 from core.storage import ArtifactStore
 from core.streaming import publish_after_commit, publisher_for
@@ -76,12 +77,14 @@ def run_experiment(
     on_swapped: Callable[[str], None] | None = None,
 ) -> Outcome:
     """Run the experiment's training to its end, in a child process, and record the result.
-    ``worker_id`` names this worker in the run's lease (``core.leases.default_worker_id()``).
+    ``worker_id`` names this worker in the run's lease
+    (``core.leases.service.default_worker_id()``).
 
     With ``on_swapped`` (a broker's message: ``workers.tasks``) the experiment's message is a
     claim on its queue: the worker runs the queue's first run in the fair order
-    (``core.fair_share``) and, when that is another run, calls ``on_swapped(experiment_id)`` so
-    the experiment, still queued, has a message again. Without it, the experiment's own run."""
+    (``core.dispatch.fair_share``) and, when that is another run, calls
+    ``on_swapped(experiment_id)`` so the experiment, still queued, has a message again. Without it,
+    the experiment's own run."""
     worker_id = worker_id or leases.default_worker_id()
     claimed = _claim(experiment_id, session_factory, limits, worker_id, on_swapped is not None)
     if isinstance(claimed, Outcome):
@@ -91,7 +94,7 @@ def run_experiment(
     if on_swapped is not None and claimed[0] != experiment_id:
         log.info(
             "message of experiment %s: started experiment %s instead, first in its queue's fair "
-            "order (core.fair_share); sending experiment %s's message again",
+            "order (core.dispatch.fair_share); sending experiment %s's message again",
             experiment_id,
             claimed[0],
             experiment_id,
@@ -224,8 +227,8 @@ def _claim(
 ) -> tuple[str, ExperimentSpec] | Outcome | None:
     """Move a queued run to ``running`` under this worker's lease and return its id and spec:
     the experiment's own run, or with ``fair`` the first run of its queue in the fair order
-    (``core.fair_share``), which may be another. None when there is nothing to run (it is not
-    queued: a redelivered message of a run another worker holds, or one that ended);
+    (``core.dispatch.fair_share``), which may be another. None when there is nothing to run (it is
+    not queued: a redelivered message of a run another worker holds, or one that ended);
     ``Outcome.ELSEWHERE``, leaving it queued, when its environment suite is not one this worker
     serves."""
     with session_factory() as session:

@@ -9,7 +9,7 @@ import time
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from core import leases
+from core.leases import service as leases
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,10 @@ from pathlib import Path
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.db import retry_transient
+from core.experiments.checkpoints import CheckpointRepository
+from core.experiments.repository import ExperimentRepository
+from core.metrics.repository import MetricRepository
 from core.models import Checkpoint
-from core.repositories import CheckpointRepository, ExperimentRepository, MetricRepository
 from core.storage import (
     ArtifactStore,
     ObjectCorrupt,

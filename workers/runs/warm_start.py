@@ -10,8 +10,8 @@ from pathlib import Path
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.db import retry_transient
+from core.experiments.checkpoints import CheckpointRepository
 from core.models import Checkpoint
-from core.repositories import CheckpointRepository
 from core.storage import ArtifactStore
 from learners.api import ExperimentSpec
 from workers.hooks import DatabaseHooks

@@ -35,7 +35,7 @@ export function ticks(lo, hi, count = 5) {
   return out;
 }
 
-/** The width of the server's grid (core/downsample.py Grid.of): the narrowest that puts the
+/** The width of the server's grid (core/metrics/downsample.py Grid.of): the narrowest that puts the
  *  steps in at most (target - 2) / 2 buckets `step // width`, rounded up to a whole number (at
  *  least two) of the coarsest summary range that fits, 4 ** 3 to 4 ** 14 steps. */
 function gridWidth(first, last, target) {
@@ -48,7 +48,7 @@ function gridWidth(first, last, target) {
   return Math.ceil(least / unit) * unit;
 }
 
-/** The server's rule (core/downsample.py min_max): the first and last point, and from each
+/** The server's rule (core/metrics/downsample.py min_max): the first and last point, and from each
  *  bucket of the grid its lowest and highest point in step order (the earlier of equal values),
  *  or its first point when it has no finite value. `points` are [step, value] in step order. */
 function shrink(points, target) {

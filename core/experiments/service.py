@@ -12,16 +12,20 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from core import fair_share, idempotency, warm_start
 from core.db import utcnow
+from core.dispatch import fair_share
+from core.dispatch.queue import Dispatcher, requested_device, requested_suite, resource_class
 from core.enums import RESUMABLE_STATUSES, EventKind, ExperimentStatus, ResourceClass
 from core.errors import BrokerUnavailable, Conflict, NotFound
+from core.experiments import warm_start
+from core.experiments.checkpoints import CheckpointRepository
+from core.experiments.events import EventRepository
+from core.experiments.repository import ExperimentRepository
+from core.idempotency import service as idempotency
 from core.ids import new_id
+from core.leases.repository import LeaseRepository
 from core.lifecycle import transition
 from core.models import Experiment
-from core.queue import Dispatcher, requested_device, requested_suite, resource_class
-from core.repositories import CheckpointRepository, EventRepository, ExperimentRepository
-from core.repositories.leases import LeaseRepository
 from learners.api import GPU_BACKENDS, ExperimentSpec
 
 log = logging.getLogger(__name__)
@@ -133,8 +137,8 @@ def edit(
 
 
 def queue_position(session: Session, experiment: Experiment) -> int | None:
-    """A queued experiment's place in its queue (1: next; ``core.fair_share``), else None. A run
-    queued before runs recorded their queue counts the runs of its queue queued before it."""
+    """A queued experiment's place in its queue (1: next; ``core.dispatch.fair_share``), else None.
+    A run queued before runs recorded their queue counts the runs of its queue queued before it."""
     if experiment.status != S.QUEUED:
         return None
     if experiment.queue is not None:
@@ -232,9 +236,9 @@ def requeue_orphans(session: Session, dispatcher: Dispatcher) -> list[str]:
 
 def dispatch(session: Session, dispatcher: Dispatcher, experiment: Experiment) -> None:
     """Queue the (committed, ``queued``) experiment's run on the queue its spec's device needs
-    (``core.queue.queue_for``), recorded on the run first (``core.fair_share``); a broker that
-    refuses fails the run with the reason, and BrokerUnavailable tells the caller. Every path
-    that queues a run comes through here."""
+    (``core.dispatch.queue.queue_for``), recorded on the run first (``core.dispatch.fair_share``); a
+    broker that refuses fails the run with the reason, and BrokerUnavailable tells the caller. Every
+    path that queues a run comes through here."""
     device, suite = requested_device(experiment.spec), requested_suite(experiment.spec)
     queue = dispatcher.queue_of(experiment.backend, device, suite)
     if experiment.queue != queue:

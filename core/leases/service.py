@@ -45,16 +45,17 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from core import experiments
 from core.background import Periodic
 from core.db import utcnow
+from core.dispatch.queue import Dispatcher
 from core.enums import EventKind, ExperimentStatus
 from core.errors import BrokerUnavailable
+from core.experiments import service as experiments
+from core.experiments.checkpoints import CheckpointRepository
+from core.experiments.events import EventRepository
+from core.leases.repository import HELD_STATUSES, LeaseRepository, lapsed
 from core.lifecycle import transition
 from core.models import Experiment
-from core.queue import Dispatcher
-from core.repositories import CheckpointRepository, EventRepository
-from core.repositories.leases import HELD_STATUSES, LeaseRepository, lapsed
 from learners.api import SpecEnvelope
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ def default_worker_id() -> str:
 
 def hold(worker_id: str, ttl_s: float, now: dt.datetime | None = None) -> dict[str, Any]:
     """The column values that give ``worker_id`` the lease (set with the claim's transition); the
-    run is no longer an interrupted one (``core.fair_share``)."""
+    run is no longer an interrupted one (``core.dispatch.fair_share``)."""
     now = now or utcnow()
     return {
         "worker_id": worker_id,

@@ -1,7 +1,7 @@
 """The service's state as Prometheus metrics, read afresh at every scrape (``GET /metrics``).
 
 ``ServiceCollector`` is a Prometheus collector: each scrape runs the few aggregate queries of
-``core.repositories.stats`` and asks the broker how many messages wait, so the numbers are the
+``core.monitoring.repository`` and asks the broker how many messages wait, so the numbers are the
 database's and the broker's own, the same from every API replica, and nothing is kept in memory
 between scrapes. They cover every project and name none: no project, experiment or key appears in a
 label. ``docs/deployment.md`` ("Monitoring") lists every metric.
@@ -19,9 +19,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from core.dispatch.queue import queue_name, waiting_messages
 from core.enums import ExperimentStatus, FailureClass, ResourceClass
-from core.queue import queue_name, waiting_messages
-from core.repositories.stats import LostWorkers, StatsRepository
+from core.monitoring.repository import LostWorkers, StatsRepository
 from core.settings import Settings
 from learners.api import Backend
 

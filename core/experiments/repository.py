@@ -228,7 +228,7 @@ class ExperimentRepository:
         )
 
     def set_queue(self, experiment_id: str, queue: str) -> None:
-        """Record the queue the queued run's message goes to (``core.fair_share``). Leaves
+        """Record the queue the queued run's message goes to (``core.dispatch.fair_share``). Leaves
         ``updated_at`` (the run's place in its queue) as it is."""
         self.session.execute(
             update(Experiment)

@@ -12,7 +12,7 @@ gap.
 
 Buckets are step ranges on a fixed grid rather than runs of consecutive points because then a
 bucket is a union of whole buckets of the summaries the database keeps as points arrive
-(``core.metric_tiers``: tier ``t`` summarises aligned ranges of ``FANOUT ** t`` steps). The grid's
+(``core.metrics.tiers``: tier ``t`` summarises aligned ranges of ``FANOUT ** t`` steps). The grid's
 width is a whole number of a tier's widths, at least ``MIN_MULTIPLE`` of them, so a chart reads at
 most about ``FANOUT * MIN_MULTIPLE`` summaries per bucket however long the run; a chart whose
 buckets are narrower than twice the finest tier is shrunk from the points themselves. The width

@@ -1,13 +1,13 @@
 """Summaries of a metric series kept as its points arrive, so a chart of a long run reads a few
 hundred rows instead of its points.
 
-Tier ``t`` (``BASE_TIER`` to ``TOP_TIER`` of ``core.downsample``) splits a series' steps into
-aligned ranges of ``FANOUT ** t`` steps; a ``Summary`` of one range holds what the chart rule needs
-of it: how many points, its first point's step and wall time, its last step, and its lowest and
-highest finite point (the earlier of equal values). Summaries merge exactly: the summary of a range
-is the merge of the summaries of the ranges it is made of, so tier ``t + 1`` is computed from tier
-``t``, and a chart bucket, a whole number of a tier's ranges, from that tier
-(``core.repositories.tiers``).
+Tier ``t`` (``BASE_TIER`` to ``TOP_TIER`` of ``core.metrics.downsample``) splits a series' steps
+into aligned ranges of ``FANOUT ** t`` steps; a ``Summary`` of one range holds what the chart rule
+needs of it: how many points, its first point's step and wall time, its last step, and its lowest
+and highest finite point (the earlier of equal values). Summaries merge exactly: the summary of a
+range is the merge of the summaries of the ranges it is made of, so tier ``t + 1`` is computed from
+tier ``t``, and a chart bucket, a whole number of a tier's ranges, from that tier
+(``core.metrics.tier_repository``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.downsample import Point
+from core.metrics.downsample import Point
 
 Extreme = tuple[float, int, float]
 """(value, step, wall time) of a finite point."""
@@ -44,8 +44,8 @@ class Summary:
         return cls(bucket, 1, (point.step, point.wall_time), point.step, extreme, extreme)
 
     def picks(self) -> list[Point]:
-        """What a chart bucket with this summary keeps (``core.downsample.extremes``): its lowest
-        and highest finite point in step order, or its first point when none is finite."""
+        """What a chart bucket with this summary keeps (``core.metrics.downsample.extremes``): its
+        lowest and highest finite point in step order, or its first point when none is finite."""
         if self.low is None or self.high is None:
             return [Point(self.first[0], None, self.first[1])]
         kept = {s: Point(s, v, w) for v, s, w in (self.low, self.high)}

@@ -2,8 +2,8 @@
 
 A worker says who it is in the ``workers`` table: one row per backend whose queues it consumes,
 with those queues, its resource class (``gpu`` when it consumes the backend's ``-gpu`` queue,
-``core.queue``), the GPUs its framework sees, when it started and when it was last seen. It writes
-its rows when its consumer is ready, refreshes them on a heartbeat (``beat``, every
+``core.dispatch.queue``), the GPUs its framework sees, when it started and when it was last seen. It
+writes its rows when its consumer is ready, refreshes them on a heartbeat (``beat``, every
 ``MARLFORGE_WORKER_HEARTBEAT_INTERVAL_S``; rows that went missing are written again) and deletes
 them when it shuts down cleanly (``unregister``). A killed worker's rows stop being refreshed:
 a reader counts a row as live only while it was seen within ``MARLFORGE_WORKER_HEARTBEAT_STALE_S``,
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.db import utcnow
+from core.dispatch.queue import declared_queues, requested_device, resource_class
 from core.enums import ExperimentStatus, ResourceClass
+from core.fleet.repository import WorkerRepository
 from core.models import Experiment, WorkerRecord
-from core.queue import declared_queues, requested_device, resource_class
-from core.repositories.workers import WorkerRepository
 from core.settings import Settings
 from learners.api import Backend
 

@@ -1,8 +1,8 @@
 """Whole metric series of several runs, for charts and exports (``metric_points``).
 
-A chart of a long series is shrunk in the database (the rule is ``core.downsample``'s): its grid's
-buckets are merged from the series' summaries at the grid's tier (``metric_tiers``), at most about
-``FANOUT * MIN_MULTIPLE`` of them per bucket, or, when the buckets are narrower than twice the
+A chart of a long series is shrunk in the database (the rule is ``core.metrics.downsample``'s): its
+grid's buckets are merged from the series' summaries at the grid's tier (``metric_tiers``), at most
+about ``FANOUT * MIN_MULTIPLE`` of them per bucket, or, when the buckets are narrower than twice the
 finest tier, grouped from the points by SQL; the API reads each bucket's picks, never the series.
 ``names`` walks the (experiment, name, step) index from one name to the next (a loose index scan)
 instead of reading every point to find the distinct names.
@@ -19,10 +19,10 @@ from sqlalchemy import Double, Select, cast, func, select, text
 from sqlalchemy.dialects.postgresql import array
 from sqlalchemy.orm import Session
 
-from core.downsample import Grid, Point, tier_width
-from core.metric_tiers import chart
+from core.metrics.downsample import Grid, Point, tier_width
+from core.metrics.tier_repository import TierRepository
+from core.metrics.tiers import chart
 from core.models import Experiment, MetricPointRow
-from core.repositories.tiers import TierRepository
 
 P = MetricPointRow
 _IN_CHUNK = 5000
@@ -94,7 +94,7 @@ class SeriesRepository:
 
     def sample(self, experiment_id: str, names: Sequence[str], max_points: int) -> list[Sample]:
         """Each of ``names`` that has points, shrunk to at most ``max_points`` by the grid of
-        ``core.downsample``; a series of at most ``max_points`` comes back whole."""
+        ``core.metrics.downsample``; a series of at most ``max_points`` comes back whole."""
         samples: dict[str, Sample] = {}
         from_points: dict[str, tuple[Grid, int, int]] = {}
         ends = TierRepository(self.session).ends(experiment_id, names)

@@ -28,7 +28,8 @@ FAILURE_REASONS: tuple[tuple[FailureClass, str], ...] = (
     (FailureClass.TIME_LIMIT, "%exceeded the time limit%"),
     (FailureClass.PROCESS_DIED, "%process died%"),
     (FailureClass.NONFINITE_LOSS, "%non-finite loss%"),
-    # core.experiments.dispatch: the submission or resume was stored but could not be queued.
+    # core.experiments.service.dispatch: the submission or resume was stored but could not be
+    # queued.
     (FailureClass.BROKER_UNREACHABLE, "%broker is unreachable%"),
 )
 """How a failed run's ``status_reason`` is classified: the first pattern that matches wins, and a

@@ -9,8 +9,8 @@ compacted once:
 - its ``progress`` and ``metrics`` events are deleted; its ``status``, ``checkpoint`` and ``log``
   events stay with their ids, as do ``status_transitions`` (the timeline) and ``checkpoints``;
 - each metric series longer than ``MARLFORGE_RETENTION_MAX_POINTS`` is thinned by the chart rule
-  of ``core.downsample``: it keeps the points a chart of ``CHART_POINTS`` (the dashboard's and
-  the API's default size) shows, and those of a chart of the rest of the budget. A chart at
+  of ``core.metrics.downsample``: it keeps the points a chart of ``CHART_POINTS`` (the dashboard's
+  and the API's default size) shows, and those of a chart of the rest of the budget. A chart at
   ``CHART_POINTS`` is then exactly what it was, because a series that holds every point a chart
   picks, and more than the chart's size, gives the same chart (each bucket's extremes are still
   its extremes; only a series whose kept points number 500 or fewer, its steps in a few far-apart
@@ -43,8 +43,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from core.background import Periodic
 from core.db import utcnow
 from core.enums import EventKind
-from core.repositories.retention import RetentionRepository
-from core.repositories.series import SeriesRepository
+from core.metrics.series import SeriesRepository
+from core.retention.repository import RetentionRepository
 from core.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -11,8 +11,8 @@ from sqlalchemy import ColumnElement, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from core.enums import TERMINAL_STATUSES, EventKind
+from core.metrics.tier_repository import TierRepository
 from core.models import Experiment, ExperimentEvent, MetricPointRow
-from core.repositories.tiers import TierRepository
 
 
 def _due(cutoff: dt.datetime) -> ColumnElement[bool]:

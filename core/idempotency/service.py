@@ -29,8 +29,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from core.background import Periodic
 from core.db import utcnow
 from core.errors import Conflict
+from core.idempotency.repository import IdempotencyRepository
 from core.models import IdempotencyKey
-from core.repositories.idempotency import IdempotencyRepository
 
 log = logging.getLogger(__name__)
 

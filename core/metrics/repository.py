@@ -1,5 +1,6 @@
 """Metric points: written a batch per statement, read a page of whole steps at a time; every write
-and delete keeps the series' summaries (``core.repositories.tiers``) right in its transaction."""
+and delete keeps the series' summaries (``core.metrics.tier_repository``) right in its
+transaction."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ from sqlalchemy import Insert, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from core.downsample import Point
+from core.metrics.downsample import Point
+from core.metrics.series import SeriesRepository
+from core.metrics.tier_repository import TierRepository
 from core.models import MetricPointRow
-from core.repositories.series import SeriesRepository
-from core.repositories.tiers import TierRepository
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ reaper looks only at runs a worker held. So each API process runs a ``Reconciler
 reaper. Every ``reconcile_interval_s`` it reads the runs the database says are queued and have
 been for longer than ``dispatch_grace_s`` (since they were queued, or last sent again), asks the
 broker which runs it holds a message for (waiting in a queue, or taken by a worker and not yet
-acknowledged: ``core.queue.held_messages``), and sends a message for each run that has none, on
-the queue its spec picks (``core.queue.queue_for``), logging it on the run. Queued matches are
-reconciled the same way (their ``status_reason`` says so, a match having no events).
+acknowledged: ``core.dispatch.queue.held_messages``), and sends a message for each run that has
+none, on the queue its spec picks (``core.dispatch.queue.queue_for``), logging it on the run. Queued
+matches are reconciled the same way (their ``status_reason`` says so, a match having no events).
 
 Several API processes may run it side by side: the send is preceded by a conditional write of the
 run's ``dispatched_at`` (``ExperimentRepository.mark_dispatched``), so one process wins each run
@@ -30,12 +30,12 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from core.background import Periodic
 from core.db import utcnow
+from core.dispatch.queue import MATCH_TASK, RUN_TASK, Dispatcher, requested_device, requested_suite
 from core.enums import EventKind
+from core.experiments.events import EventRepository
+from core.experiments.repository import ExperimentRepository
+from core.matches.repository import MatchRepository
 from core.models import Experiment, Match
-from core.queue import MATCH_TASK, RUN_TASK, Dispatcher, requested_device, requested_suite
-from core.repositories.events import EventRepository
-from core.repositories.experiments import ExperimentRepository
-from core.repositories.matches import MatchRepository
 
 log = logging.getLogger(__name__)
 

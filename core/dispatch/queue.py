@@ -20,8 +20,8 @@ family of queues (the label of the monitoring gauges).
 ``queue_for`` decides a run's queue from its spec; every path that queues a run (submission,
 resume, a sweep's scheduler, a takeover after a lost worker, the reconciler) goes through it, and
 records the name on the run (``experiments.queue``). A message is a claim on its queue: the worker
-that takes it starts the queue's fairest queued run (``core.fair_share``), which may be another
-run than the message names. Work
+that takes it starts the queue's fairest queued run (``core.dispatch.fair_share``), which may be
+another run than the message names. Work
 is acknowledged late (after the run ends) and prefetched one job at a time; the broker's visibility
 timeout is above the longest run, so a slow run is never handed to a second worker.
 """
@@ -178,7 +178,8 @@ class Dispatcher(Protocol):
     """Hands a stored experiment to the workers of its backend."""
 
     def queue_of(self, backend: Backend, device: Device, suite: str) -> str:
-        """The queue ``enqueue`` sends such a run to (recorded on the run: ``core.fair_share``)."""
+        """The queue ``enqueue`` sends such a run to (recorded on the run:
+        ``core.dispatch.fair_share``)."""
 
     def enqueue(self, experiment_id: str, backend: Backend, device: Device, suite: str) -> None:
         """Queue a run of the experiment, whose spec asks for ``device`` on an environment of
@@ -290,7 +291,7 @@ def held_messages(settings: Settings) -> dict[str, set[str]] | None:
     taken by a worker and not yet acknowledged (kombu's ``unacked`` hash on Redis). None for a
     broker this cannot read; raises when it cannot be reached. The embedded broker's taken
     messages are no longer in its folder: a row just taken is told apart by its age
-    (``core.reconcile``)."""
+    (``core.dispatch.reconcile``)."""
     payloads: list[bytes | str | dict[str, Any]] = []
     if settings.uses_embedded_broker:
         folder = settings.broker_dir / "queue"

@@ -1,5 +1,5 @@
 """The SQL of ``metric_tiers``: keeping a run's series summaries right as its points change, and
-reading them for charts (``core.metric_tiers``).
+reading them for charts (``core.metrics.tiers``).
 
 Every change to ``metric_points`` is followed, in its transaction, by one of two writes:
 
@@ -39,8 +39,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from core.downsample import BASE_TIER, FANOUT, TOP_TIER, Point, tier_width
-from core.metric_tiers import Summary, merge, roll_up
+from core.metrics.downsample import BASE_TIER, FANOUT, TOP_TIER, Point, tier_width
+from core.metrics.tiers import Summary, merge, roll_up
 from core.models import MetricPointRow, MetricTierRow
 
 T = MetricTierRow
@@ -104,7 +104,7 @@ class TierRepository:
         self, experiment_id: str, name: str, tier: int, first: int, last: int
     ) -> Iterable[Sequence[Any]]:
         """The summaries of buckets ``first`` to ``last`` of the series at ``tier`` as plain rows
-        (``core.metric_tiers.chart``'s), by bucket."""
+        (``core.metrics.tiers.chart``'s), by bucket."""
         query = (
             select(*_COLUMNS)
             .where(

@@ -18,7 +18,8 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
-from core.repositories import CheckpointRepository, ExperimentRepository
+from core.experiments.checkpoints import CheckpointRepository
+from core.experiments.repository import ExperimentRepository
 from learners.api import ExperimentSpec, FieldError, SpecError, init_fit_errors
 
 

@@ -19,13 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from sqlalchemy.orm import Session
 
 from core.db import utcnow
+from core.dispatch.queue import Dispatcher
 from core.enums import MatchStatus
 from core.errors import Conflict
+from core.experiments.checkpoints import CheckpointRepository
+from core.experiments.repository import ExperimentRepository
 from core.ids import ID_PATTERN, new_id
+from core.matches.repository import MatchRepository
 from core.models import Match
-from core.queue import Dispatcher
-from core.repositories import CheckpointRepository, ExperimentRepository
-from core.repositories.matches import MatchRepository
 from learners.api import (
     Backend,
     EnvSpec,

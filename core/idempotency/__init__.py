@@ -1,0 +1,2 @@
+"""Idempotency keys: a retried submission answers what the first one stored (service,
+repository)."""

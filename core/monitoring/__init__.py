@@ -1,0 +1,2 @@
+"""Prometheus gauges of queues, runs and workers (service) over their counting queries
+(repository)."""

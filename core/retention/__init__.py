@@ -1,0 +1,2 @@
+"""Retention: compaction of old metric points and purging of deleted runs' rows and files
+(service, repository)."""
