@@ -61,7 +61,7 @@ from core.settings import Settings  # noqa: E402
 from core.storage import store_for  # noqa: E402
 from learners.admission.parse import parse_spec  # noqa: E402
 from tests.s3_support import AWS_ENV, MotoServer, free_port  # noqa: E402
-from workers.hooks import DatabaseHooks  # noqa: E402
+from workers.runs.hooks import DatabaseHooks  # noqa: E402
 from workers.threads import thread_environment  # noqa: E402
 
 PROJECT = "storage-bench"

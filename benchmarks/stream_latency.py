@@ -114,7 +114,7 @@ def write_batches(
     from core.storage import store_for
     from core.streaming import publish_after_commit, publisher_for
     from learners.hooks import MetricPoint
-    from workers.hooks import DatabaseHooks
+    from workers.runs.hooks import DatabaseHooks
 
     sessions = make_session_factory(make_engine(settings.database_url))
     publish_after_commit(sessions, publisher_for(settings))

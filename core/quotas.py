@@ -175,7 +175,7 @@ def check_project_storage(
     """Raise ``QuotaExceeded`` when the project's recorded checkpoints and ``wanted_mib`` more
     (the submission's runs', ``kept_checkpoint_mib``) would pass
     ``settings.project_max_artifact_mb``. Each run is held to it again as it writes
-    (``workers.hooks``)."""
+    (``workers.runs.hooks``)."""
     used = CheckpointRepository(session).project_bytes(project_id) / MIB
     limit = settings.project_max_artifact_mb
     if used + wanted_mib > limit:

@@ -26,7 +26,7 @@ from core.streaming import events_channel, redis_url_of
 from learners.admission.parse import parse_spec
 from tests.auth_support import bearer, default_project_id, new_key
 from tests.conftest import migrated_database
-from workers.hooks import DatabaseHooks
+from workers.runs.hooks import DatabaseHooks
 
 S = ExperimentStatus
 

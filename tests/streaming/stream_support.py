@@ -19,7 +19,7 @@ from core.enums import ExperimentStatus
 from core.lifecycle import transition
 from core.models import ExperimentEvent
 from learners.hooks import MetricPoint
-from workers.hooks import DatabaseHooks
+from workers.runs.hooks import DatabaseHooks
 
 
 class Server:

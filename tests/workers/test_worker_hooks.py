@@ -22,7 +22,8 @@ from core.storage import ArtifactStore, FilesystemStore
 from core.storage.s3 import S3Store
 from learners.hooks import MetricPoint
 from tests.s3_support import MotoServer, free_port
-from workers.hooks import ArtifactWriteError, DatabaseHooks, StopCause
+from workers.runs.checkpoints import ArtifactWriteError
+from workers.runs.hooks import DatabaseHooks, StopCause
 from workers.runs.resume import prepare_resume
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from core.models import Experiment, Sweep
 from core.sweeps.asha import METRIC, EarlyStopping, decide, rung_values
 from learners.api import MetricPoint
-from workers.hooks import DatabaseHooks, StopCause
+from workers.runs.hooks import DatabaseHooks, StopCause
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ while the worker holds its lease, each conditional on still holding it.
 
 A worker that lost the run (its lease lapsed and another worker took it over, or someone moved it
 on) can never write over whoever has it now. The run's reports while it trains (metrics, progress,
-log lines, checkpoints) go through ``workers.hooks.DatabaseHooks``, which checks the same hold.
+log lines, checkpoints) go through ``workers.runs.hooks.DatabaseHooks``, which checks the same hold.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from core.leases import service as leases
 from core.lifecycle import transition
 from core.models import Experiment
 from learners.api import ExperimentSpec
-from workers.hooks import DatabaseHooks, StopCause
 from workers.outcome import Outcome, RunLimits
+from workers.runs.hooks import DatabaseHooks, StopCause
 from workers.supervisor import Ending, Supervised
 
 log = logging.getLogger(__name__)

@@ -36,11 +36,11 @@ from core.settings import get_settings
 from core.storage import ArtifactStore
 from core.streaming import publish_after_commit, publisher_for
 from learners.api import ExperimentSpec
-from workers.hooks import DatabaseHooks
 from workers.outcome import Outcome, RunLimits
 from workers.presence import served_suites
 from workers.runs.early_stop import EarlyStoppingHooks, rungs_of
 from workers.runs.held import HeldRun
+from workers.runs.hooks import DatabaseHooks
 from workers.runs.lease import Lease
 from workers.runs.resume import discard_leftovers, prepare_resume, resume_copy
 from workers.runs.warm_start import init_copy, prepare_init

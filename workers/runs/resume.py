@@ -21,7 +21,7 @@ from core.storage import (
     checkpoint_prefix,
     verified_copy,
 )
-from workers.hooks import DatabaseHooks
+from workers.runs.hooks import DatabaseHooks
 
 log = logging.getLogger(__name__)
 

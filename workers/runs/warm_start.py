@@ -14,7 +14,7 @@ from core.experiments.checkpoints import CheckpointRepository
 from core.models import Checkpoint
 from core.storage import ArtifactStore
 from learners.api import ExperimentSpec
-from workers.hooks import DatabaseHooks
+from workers.runs.hooks import DatabaseHooks
 from workers.runs.resume import MissingCheckpoint, fetch_checkpoint, init_copy
 
 __all__ = ["init_copy", "prepare_init"]

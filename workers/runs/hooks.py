@@ -4,11 +4,10 @@ The learner may call these hooks every iteration; they buffer in memory and writ
 ``poll_interval_s`` (one transaction for the metrics batch, the progress, the log lines and their
 events), which is also when the experiment's status is re-read to notice a cancel.
 
-A database that is unreachable (a restart, a failover, a cut network) is waited for, up to
-``database_outage_s``: the reports stay buffered and training goes on between attempts, a
-checkpoint waits to be recorded, and once the database answers again everything is written and
-the run's log says how long it was away. Longer than that, the run fails with the database's
-error (``DatabaseOutage``): its lease would lapse anyway.
+A database that is unreachable is waited for (``workers.runs.outage``): the reports stay
+buffered and training goes on between attempts, a checkpoint waits to be recorded, and once the
+database answers again everything is written and the run's log says how long it was away.
+Checkpoints are stored, recorded and pruned by ``workers.runs.checkpoints``.
 """
 
 from __future__ import annotations
@@ -21,24 +20,17 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
-from core.db import is_transient, retry_transient
+from core.db import retry_transient
 from core.enums import EventKind, ExperimentStatus
-from core.experiments.checkpoints import CheckpointRepository
 from core.experiments.events import EventRepository
 from core.experiments.repository import ExperimentRepository
 from core.metrics.repository import MetricRepository, MetricWrite
-from core.models import Checkpoint
-from core.storage import (
-    ArtifactStore,
-    StoredObject,
-    StoreError,
-    UploadFailed,
-    checkpoint_key,
-)
+from core.storage import ArtifactStore
 from learners.api import MetricPoint
+from workers.runs.checkpoints import CheckpointWriter
+from workers.runs.outage import Patience
 
 EVAL_RETURN = "eval/episode_return"
 """The metric a checkpoint is ranked by (``learners.runners.base.evaluate``: the greedy mean)."""
@@ -62,21 +54,6 @@ class StopCause(StrEnum):
     LOST = "lost"
     EARLY_STOP = "early_stop"
     """A rung of the run's sweep stopped it (``workers.runs.early_stop``)."""
-
-
-class ArtifactWriteError(OSError):
-    """A checkpoint could not be written to the artifact storage."""
-
-
-class DatabaseOutage(RuntimeError):
-    """The database stayed unreachable for longer than a run may wait for it."""
-
-
-class ArtifactQuotaExceeded(RuntimeError):
-    """A checkpoint would take the run's or its project's kept checkpoints past their limit."""
-
-
-MIB = 2**20
 
 
 class DatabaseHooks:
@@ -113,17 +90,20 @@ class DatabaseHooks:
         self.experiment_id = experiment_id
         self.stop_reason: str | None = None
         """Why the run was told to stop, where the cause alone does not say (``EARLY_STOP``)."""
-        self.database_outage_s = database_outage_s
-        self._outage_since: float | None = None
-        self._outage_step = 0
-        self.max_run_bytes = max_run_bytes
-        self.max_project_bytes = max_project_bytes
-        self.upload_retry_s = upload_retry_s
+        self._patience = Patience(experiment_id, database_outage_s)
+        self._checkpoints = CheckpointWriter(
+            experiment_id,
+            session_factory,
+            storage,
+            keep_last=keep_last,
+            keep_best=keep_best,
+            upload_retry_s=upload_retry_s,
+            max_run_bytes=max_run_bytes,
+            max_project_bytes=max_project_bytes,
+            report=self._report_now,
+        )
         self.worker_id = worker_id
         self.session_factory = session_factory
-        self.storage = storage
-        self.keep_last = keep_last
-        self.keep_best = keep_best
         self._eval: tuple[int, float] | None = None
         """The step and value of the newest finite ``eval/episode_return``: the runner reports an
         evaluation before the checkpoint it takes at the same step, so that checkpoint's return."""
@@ -161,130 +141,13 @@ class DatabaseHooks:
         self.flush()
         if self.stop_cause == StopCause.LOST:
             return  # the run is another worker's now: its checkpoints are its own
-        try:
-            stored = self._upload(int(step), write)
-        except UploadFailed as exc:
-            # The store refused or stayed away through every retry: nothing is under the key,
-            # and the earlier checkpoints stay recorded and downloadable.
-            raise ArtifactWriteError(
-                f"checkpoint upload to {exc.url} failed: {exc.reason}"
-            ) from exc
-        except OSError as exc:
-            # Full or unwritable storage: the run fails with where and why. The temporary file
-            # is gone and the earlier checkpoints stay recorded and downloadable.
-            raise ArtifactWriteError(
-                f"the checkpoint at step {int(step):,} could not be written to the artifact "
-                f"storage ({self.storage.url}): {exc}"
-            ) from exc
+        stored = self._checkpoints.store(int(step), write)
         eval_return = self._eval[1] if self._eval and self._eval[0] == int(step) else None
         pruned, refusal = self._patiently(
-            lambda: self._record_checkpoint(int(step), stored, eval_return),
+            lambda: self._checkpoints.record(int(step), stored, eval_return),
             "recording a checkpoint",
         )
-        if refusal is not None:
-            refused, replaced = refusal
-            if not replaced:
-                try:
-                    self.storage.delete(stored.key)
-                except StoreError as exc:
-                    log.warning(
-                        "[%s] could not delete a refused checkpoint: %s", self.experiment_id, exc
-                    )
-            raise ArtifactQuotaExceeded(refused)
-        # Files go only after their records: a crash in between leaves an orphan file, never a
-        # record pointing at nothing.
-        for old in pruned:
-            try:
-                self.storage.delete(old.path)
-            except StoreError as exc:
-                # An orphan object costs space, not correctness: the run goes on.
-                log.warning(
-                    "[%s] could not delete a pruned checkpoint: %s", self.experiment_id, exc
-                )
-
-    def _upload(self, step: int, write: Callable[[Path], None]) -> StoredObject:
-        """Store the checkpoint, trying again while the store refuses, for ``upload_retry_s``
-        in all (pauses of 1, 2, 4... up to 30 s), each failure in the run's log."""
-        key = checkpoint_key(self.experiment_id, step)
-        give_up = time.monotonic() + self.upload_retry_s
-        pause = 1.0
-        while True:
-            try:
-                return self.storage.put(key, write)
-            except UploadFailed as exc:
-                left = give_up - time.monotonic()
-                if left <= 0:
-                    raise
-                wait = min(pause, left)
-                self.log(
-                    "warning",
-                    f"checkpoint upload to {exc.url} failed ({exc.reason}); trying again in "
-                    f"{wait:.0f} s, for up to {self.upload_retry_s:.0f} s in all",
-                )
-                self.flush()
-                time.sleep(wait)
-                pause = min(pause * 2, 30.0)
-
-    def _record_checkpoint(
-        self, step: int, stored: StoredObject, eval_return: float | None
-    ) -> tuple[list[Checkpoint], tuple[str, bool] | None]:
-        """Record the checkpoint file and prune the oldest (never the best, with ``keep_best``);
-        the pruned rows. Past a storage limit nothing changes: no rows, and the reason with
-        whether the key was recorded before (its file then is an earlier checkpoint's)."""
-        with self.session_factory() as session:
-            checkpoints = CheckpointRepository(session)
-            replaced = any(r.path == stored.key for r in checkpoints.all_of(self.experiment_id))
-            row = checkpoints.record(
-                self.experiment_id, step, stored.key, stored.size_bytes, stored.sha256, eval_return
-            )
-            pruned = checkpoints.beyond(self.experiment_id, self.keep_last, self.keep_best)
-            checkpoints.delete(pruned)
-            refused = self._over_limit(session, step, stored.size_bytes)
-            if refused is not None:
-                session.rollback()
-                return [], (refused, replaced)
-            best = checkpoints.best(self.experiment_id)
-            EventRepository(session).add(
-                self.experiment_id,
-                EventKind.CHECKPOINT,
-                {
-                    "id": row.id,
-                    "step": row.step,
-                    "size_bytes": row.size_bytes,
-                    "sha256": row.sha256,
-                    "eval_return": row.eval_return,
-                    "best_id": best.id if best is not None else None,
-                    "pruned": [p.id for p in pruned],
-                },
-            )
-            session.commit()
-        return pruned, None
-
-    def _over_limit(self, session: Session, step: int, size: int) -> str | None:
-        """Why the checkpoint just recorded (and its pruning) in ``session`` is past the run's or
-        the project's storage limit, or None."""
-        at = f"the checkpoint at step {step:,} ({size / MIB:,.2f} MiB)"
-        kept = "the run's earlier checkpoints are kept"
-        checkpoints = CheckpointRepository(session)
-        if self.max_run_bytes is not None:
-            run = checkpoints.run_bytes(self.experiment_id)
-            if run > self.max_run_bytes:
-                return (
-                    f"{at} would take the run's kept checkpoints to {run / MIB:,.2f} MiB, past "
-                    f"its limit of {self.max_run_bytes / MIB:,.2f} MiB "
-                    f"(MARLFORGE_RUN_MAX_CHECKPOINT_MB); {kept}"
-                )
-        if self.max_project_bytes is not None:
-            experiment = ExperimentRepository(session).get(self.experiment_id)
-            if experiment is not None:
-                project = checkpoints.project_bytes(experiment.project_id)
-                if project > self.max_project_bytes:
-                    return (
-                        f"{at} would take the project's checkpoints to {project / MIB:,.2f} "
-                        f"MiB, past its limit of {self.max_project_bytes / MIB:,.2f} MiB "
-                        f"(MARLFORGE_PROJECT_MAX_ARTIFACT_MB); {kept}"
-                    )
-        return None
+        self._checkpoints.settle(stored, pruned, refusal)
 
     def should_stop(self) -> bool:
         if self.stop_cause is None and self.shutdown_requested():
@@ -319,9 +182,9 @@ class DatabaseHooks:
             )
         except Exception as exc:
             self._metrics, self._logs = metrics + self._metrics, logs + self._logs
-            self._outage(exc)
+            self._patience.failed(exc, self.step)
             return  # an outage it may wait out: the next flush tries again
-        self._back()
+        self._back(self._patience.back())
         if status is None:
             self._lost()
             return
@@ -333,53 +196,25 @@ class DatabaseHooks:
         ``DatabaseOutage``): a run's last reports are written before it records its end."""
         while True:
             self.flush()
-            if self._outage_since is None:
+            if self._patience.since is None:
                 return
             time.sleep(min(1.0, self.poll_interval_s))
 
-    def _outage(self, exc: Exception) -> None:
-        """Note a failed write: re-raise anything but an unreachable database, and an outage
-        longer than ``database_outage_s``."""
-        if not (isinstance(exc, DBAPIError) and is_transient(exc)):
-            raise exc
-        now = time.monotonic()
-        if self._outage_since is None:
-            self._outage_since, self._outage_step = now, self.step
-        away = now - self._outage_since
-        if away >= self.database_outage_s:
-            raise DatabaseOutage(
-                f"the database was unreachable for {away:.0f} s from step {self._outage_step:,}, "
-                f"longer than a run waits for it ({self.database_outage_s:.0f} s): "
-                f"{type(exc.orig).__name__}: {str(exc.orig).strip()}"
-            ) from exc
-        log.warning(
-            "[%s] the database is unreachable (%.0f s so far); the run goes on and its reports "
-            "wait", self.experiment_id, away,
-        )  # fmt: skip
-
-    def _back(self) -> None:
+    def _back(self, said: str | None) -> None:
         """After a write that reached the database: say in the run's log how long it was away."""
-        if self._outage_since is None:
-            return
-        away = time.monotonic() - self._outage_since
-        self._outage_since = None
-        self.log(
-            "warning",
-            f"the database was unreachable for {away:.0f} s from step {self._outage_step:,}; "
-            "the run went on and its reports were written when it came back",
-        )
+        if said is not None:
+            self.log("warning", said)
 
     def _patiently(self, operation: Callable[[], Any], what: str) -> Any:
         """``operation`` (a transaction) retried while the database is unreachable, for up to
         ``database_outage_s`` in all; then ``DatabaseOutage``."""
-        while True:
-            try:
-                result = retry_transient(operation, what)
-            except Exception as exc:
-                self._outage(exc)
-                continue
-            self._back()
-            return result
+        result, said = self._patience.run(operation, what, self.step)
+        self._back(said)
+        return result
+
+    def _report_now(self, level: str, message: str) -> None:
+        self.log(level, message)
+        self.flush()
 
     def _write(
         self, metrics: list[MetricWrite], logs: list[dict[str, Any]]
