@@ -1,122 +1,22 @@
 """``Client``: one method per route of the REST API (docs/api.md), answers as the API's JSON.
 
-Every refusal, from the API (its error body: ``code``, ``message``, ``fields``) or from the way
-there (an unreachable server, a download whose sha256 is wrong), is one exception type,
-``ApiError``, so a script catches one thing and branches on ``status`` and ``code``.
+Every refusal is an ``ApiError`` (``client.transport``); a run's event stream and its checkpoints'
+files are ``client.streams``'s methods, which ``Client`` has too.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import httpx
+from client.streams import Streams
+from client.transport import Json, JsonList
 
-from client.sse import SseParser
-
-Json = dict[str, Any]
-JsonList = list[Json]
-
-# Answers the client follows itself: a presigned download URL of the artifact store.
-REDIRECTS = {301, 302, 303, 307, 308}
-CHUNK = 1 << 20
 EVAL_RETURN = "eval/episode_return"
 
 
-@dataclass(frozen=True)
-class FieldError:
-    """One bad field of a request: its dotted path (``hyperparameters.tau``) and why."""
-
-    field: str
-    reason: str
-
-
-@dataclass
-class ApiError(Exception):
-    """A request that did not succeed. ``status`` is the HTTP status (0: no answer at all);
-    ``code`` the API's stable error code (``invalid_spec``, ``not_found``...) or the client's own
-    (``unreachable``, ``checksum_mismatch``, ``bad_response``)."""
-
-    status: int
-    code: str
-    message: str
-    fields: list[FieldError] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        return f"{self.message} ({self.status} {self.code})" if self.status else self.message
-
-
-@dataclass(frozen=True)
-class Event:
-    """One event of a run's stream: ``id`` (None for ``end``), ``kind`` and ``data``."""
-
-    id: int | None
-    kind: str
-    data: Json
-
-
-def _error(response: httpx.Response) -> ApiError:
-    try:
-        body = response.json()["error"]
-        fields = [FieldError(f["field"], f["reason"]) for f in body.get("fields") or []]
-        return ApiError(response.status_code, body["code"], body["message"], fields)
-    except (ValueError, KeyError, TypeError):
-        text = response.text.strip()[:200] or response.reason_phrase
-        message = f"HTTP {response.status_code}: {text}"
-        return ApiError(response.status_code, "bad_response", message)
-
-
-class Client:
+class Client(Streams):
     """A client of one MARLForge API (``url``) as one key (``key``, sent as a Bearer token)."""
-
-    def __init__(
-        self,
-        url: str,
-        key: str,
-        *,
-        timeout: float = 30,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
-        self.url = url.rstrip("/")
-        self._transport = transport
-        self._http = httpx.Client(
-            base_url=self.url,
-            headers={"authorization": f"Bearer {key}", "user-agent": "marlforge-client"},
-            timeout=timeout,
-            transport=transport,
-        )
-
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the connections."""
-        self._http.close()
-
-    def __repr__(self) -> str:  # never shows the key
-        return f"Client({self.url!r})"
-
-    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        try:
-            response = self._http.request(method, path, **kwargs)
-        except httpx.TransportError as exc:
-            raise ApiError(0, "unreachable", f"cannot reach {self.url}: {exc}") from exc
-        if response.status_code >= 400:
-            raise _error(response)
-        return response
-
-    def _json(self, method: str, path: str, **kwargs: Any) -> Json:
-        body: Json = self._request(method, path, **kwargs).json()
-        return body
 
     def whoami(self) -> Json:
         """The key's project and role (``GET /v1/whoami``)."""
@@ -276,11 +176,6 @@ class Client:
         path = f"/v1/sweeps/{sweep_id}/summary.csv"
         return self._request("GET", path, params={"metric": metric}).text
 
-    def checkpoints(self, experiment_id: str) -> JsonList:
-        """The kept checkpoints, oldest first (``id``, ``step``, ``size_bytes``, ``sha256``)."""
-        items: JsonList = self._json("GET", f"/v1/experiments/{experiment_id}/checkpoints")["items"]
-        return items
-
     def event_page(
         self, experiment_id: str, after: int = 0, kinds: str | None = None, limit: int = 500
     ) -> Json:
@@ -301,166 +196,6 @@ class Client:
             after = page["next_after"]
             if not page["more"]:
                 return entries
-
-    def events(
-        self, experiment_id: str, after: int | None = None, kinds: str | None = None
-    ) -> Iterator[Event]:
-        """The run's events over one SSE connection: its history after ``after``, then live,
-        ending with the ``end`` event. A dropped connection raises ``ApiError`` (``unreachable``);
-        ``watch`` reconnects instead."""
-        headers = {"accept": "text/event-stream"}
-        if after is not None:
-            headers["last-event-id"] = str(after)
-        params = {"kinds": kinds} if kinds is not None else {}
-        path = f"/v1/experiments/{experiment_id}/events"
-        parser = SseParser()
-        try:
-            with self._http.stream(
-                "GET", path, headers=headers, params=params, timeout=httpx.Timeout(30, read=60)
-            ) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    raise _error(response)
-                for raw in parser.events(response.iter_lines()):
-                    event_id = int(raw.id) if raw.id and raw.kind != "end" else None
-                    yield Event(event_id, raw.kind, json.loads("\n".join(raw.data)))
-        except httpx.TransportError as exc:
-            raise ApiError(0, "unreachable", f"the event stream broke: {exc}") from exc
-
-    def watch(
-        self,
-        experiment_id: str,
-        after: int | None = None,
-        kinds: str | None = None,
-        reconnects: int = 30,
-    ) -> Iterator[Event]:
-        """Like ``events``, but a dropped stream is reopened with ``Last-Event-ID`` (the id of the
-        last event seen), so every event arrives once, until ``end``; after ``reconnects`` failed
-        attempts in a row the last error is raised."""
-        failures = 0
-        while True:
-            try:
-                for event in self.events(experiment_id, after, kinds):
-                    failures = 0
-                    if event.id is not None:
-                        after = event.id
-                    yield event
-                    if event.kind == "end":
-                        return
-                # Closed without ``end``: an API process shutting down; another one answers.
-                error = ApiError(0, "unreachable", "the event stream closed before the run ended")
-            except ApiError as exc:
-                if exc.status != 0:
-                    raise
-                error = exc
-            failures += 1
-            if failures > reconnects:
-                raise error
-            time.sleep(min(2.0, 0.25 * failures))
-
-    def download(
-        self, experiment_id: str, path: str | os.PathLike[str], checkpoint_id: str | None = None
-    ) -> Json:
-        """Stream a checkpoint (``checkpoint_id``; None or ``latest``: the newest) to ``path`` and
-        check its sha256 against the listing; returns the listing's entry. The file appears only
-        once whole and verified. A presigned redirect of the store is followed without the key."""
-        listing = self.checkpoints(experiment_id)
-        entry = _pick(listing, experiment_id, checkpoint_id)
-        url = f"/v1/experiments/{experiment_id}/checkpoints/{entry['id']}/file"
-        target = Path(path)
-        partial = target.with_name(f".{target.name}.part")
-        try:
-            digest = self._fetch(url, partial)
-            if digest != entry["sha256"]:
-                raise ApiError(
-                    0,
-                    "checksum_mismatch",
-                    f"the download's sha256 {digest} is not the listed {entry['sha256']}",
-                )
-            partial.replace(target)
-        finally:
-            partial.unlink(missing_ok=True)
-        return entry
-
-    def export(
-        self,
-        experiment_id: str,
-        path: str | os.PathLike[str],
-        checkpoint_id: str | None = None,
-        format: str = "safetensors",  # noqa: A002 (the route's query parameter)
-    ) -> Json:
-        """Stream the policy-only export of a checkpoint (``checkpoint_id``: its id, ``best``, or
-        None or ``latest`` for the newest) to ``path``, checked against the export's sha256 (its
-        ``ETag``); returns the checkpoint's listing entry with ``export_sha256`` and
-        ``export_bytes``. The file appears only once whole and verified."""
-        listing = self.checkpoints(experiment_id)
-        if checkpoint_id == "best":
-            best = [c for c in listing if c.get("best")]
-            if not best:
-                raise ApiError(
-                    404, "not_found", f"{experiment_id} has no checkpoint with an evaluation return"
-                )
-            entry = best[0]
-        else:
-            entry = _pick(listing, experiment_id, checkpoint_id)
-        url = f"/v1/experiments/{experiment_id}/checkpoints/{entry['id']}/export"
-        target = Path(path)
-        partial = target.with_name(f".{target.name}.part")
-        try:
-            try:
-                with self._http.stream("GET", url, params={"format": format}) as response:
-                    digest = _save(response, partial)
-                    announced = response.headers.get("etag", "").strip('"')
-            except httpx.TransportError as exc:
-                raise ApiError(0, "unreachable", f"the export broke off: {exc}") from exc
-            if digest != announced:
-                raise ApiError(
-                    0, "checksum_mismatch", f"the export's sha256 {digest} is not {announced}"
-                )
-            partial.replace(target)
-        finally:
-            partial.unlink(missing_ok=True)
-        return {**entry, "export_sha256": digest, "export_bytes": target.stat().st_size}
-
-    def _fetch(self, url: str, partial: Path) -> str:
-        try:
-            with self._http.stream("GET", url) as response:
-                if response.status_code in REDIRECTS:
-                    # The store's presigned URL carries its own authority: our key stays here.
-                    location = response.headers["location"]
-                    with (
-                        httpx.Client(
-                            timeout=self._http.timeout, transport=self._transport
-                        ) as store,
-                        store.stream("GET", location) as redirected,
-                    ):
-                        return _save(redirected, partial)
-                return _save(response, partial)
-        except httpx.TransportError as exc:
-            raise ApiError(0, "unreachable", f"the download broke: {exc}") from exc
-
-
-def _pick(listing: list[Json], experiment_id: str, checkpoint_id: str | None) -> Json:
-    if not listing:
-        raise ApiError(404, "not_found", f"experiment {experiment_id} has no checkpoint yet")
-    if checkpoint_id in (None, "latest"):
-        return max(listing, key=lambda c: c["step"])
-    for entry in listing:
-        if entry["id"] == checkpoint_id:
-            return entry
-    raise ApiError(404, "not_found", f"no checkpoint {checkpoint_id!r} in {experiment_id}")
-
-
-def _save(response: httpx.Response, partial: Path) -> str:
-    if response.status_code >= 400:
-        response.read()
-        raise _error(response)
-    sha = hashlib.sha256()
-    with partial.open("wb") as out:
-        for chunk in response.iter_bytes(CHUNK):
-            sha.update(chunk)
-            out.write(chunk)
-    return sha.hexdigest()
 
 
 def _lists(value: Any) -> Any:

@@ -15,8 +15,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from client.api import Client, Json
+from client.api import Client
 from client.text import safe
+from client.transport import Json
 
 EXIT_OK, EXIT_FAILED = 0, 1
 STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")

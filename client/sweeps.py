@@ -19,8 +19,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from client.api import EVAL_RETURN, ApiError, Client, Json
+from client.api import EVAL_RETURN, Client
 from client.text import safe
+from client.transport import ApiError, Json
 
 EXIT_OK, EXIT_FAILED = 0, 1
 RUN_STATUSES = ("pending", "queued", "running", "cancelling", "succeeded", "failed", "cancelled")

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from client.api import ApiError, Client, Json
+from client.api import Client
+from client.transport import ApiError, Json
 
 MAX_PARAM_VALUE = 6000
 """MLflow's longest param value; a longer one (a long list) is cut and marked."""

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from client.api import Client, Json
+from client.api import Client
+from client.transport import Json
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ import json
 import os
 from pathlib import Path
 
-from client.api import Client, Json
+from client.api import Client
+from client.transport import Json
 
 TARGETS = ("tensorboard", "mlflow")
 EXIT_OK = 0

@@ -13,7 +13,8 @@ import json
 import sys
 from typing import TextIO
 
-from client.api import Client, Event
+from client.api import Client
+from client.streams import Event
 from client.text import safe
 
 EVAL_RETURN = "eval/episode_return"
