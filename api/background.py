@@ -3,14 +3,13 @@ way of serving the API runs them: ``marlforge api``, ``uvicorn --factory api.app
 or any ASGI server given ``create_app()``.
 
 - the reaper (``core.leases.service.Reaper``): a run whose worker was lost (its lease lapsed) is
-queued
-  again and resumes from its latest checkpoint;
+  queued again and resumes from its latest checkpoint;
 - the reconciler (``core.dispatch.reconcile.Reconciler``): a queued run whose message the broker
-lost is
-  sent again (the database is the queue of record);
+  lost is sent again (the database is the queue of record);
 - the compactor (``core.retention.service.Compactor``): runs whose retention has passed are
-compacted;
-- the purger (``core.idempotency.service.Purger``): idempotency keys older than a day are forgotten;
+  compacted;
+- the purger (``core.idempotency.service.Purger``): idempotency keys older than a day are
+  forgotten;
 - the sweep scheduler (``core.sweeps.scheduler.SweepScheduler``): sweeps' pending runs start as
   slots free up.
 
