@@ -30,6 +30,7 @@ from core.idempotency.service import Purger
 from core.leases.service import Reaper
 from core.retention.service import Compactor
 from core.settings import Settings
+from core.sweeps.proposals import admission
 from core.sweeps.scheduler import SweepScheduler
 
 
@@ -62,6 +63,7 @@ def start_background_loops(
             dispatcher,
             settings.project_max_active_runs,
             settings.sweep_interval_s,
+            admission(settings),
         ),
     )
     for loop in loops:

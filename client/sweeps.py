@@ -95,7 +95,15 @@ def _submit(client: Client, args: argparse.Namespace) -> int:
     else:
         print(safe(created["id"]), flush=True)
         configs, seeds = len(created["configurations"]), len(created["seeds"])
-        plan = f"{configs} configurations × {seeds} seeds = {created['runs']['total']} runs"
+        search = created["spec"].get("search")
+        if search:
+            trials = int(search["trials"])
+            plan = (
+                f"a {search['method']} search of {trials} configurations × {seeds} seeds = "
+                f"{trials * seeds} runs, proposed as runs end"
+            )
+        else:
+            plan = f"{configs} configurations × {seeds} seeds = {created['runs']['total']} runs"
         at_once = f"at most {created['max_concurrent']} at once"
         name = safe(created["name"])
         print(f"submitted {name!r}: {plan}, {at_once}", file=sys.stderr, flush=True)

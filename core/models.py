@@ -32,6 +32,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Double,
     Enum,
     ForeignKey,
@@ -40,6 +41,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -135,6 +137,9 @@ class Sweep(Base):
     seeds: Mapped[list[Any]] = mapped_column(JSONType)
     max_concurrent: Mapped[int] = mapped_column(Integer)
     """At most this many of its runs are queued or running at once; the rest wait ``pending``."""
+    proposing: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    """A model-based search (``core.sweeps.tpe``) that has configurations left to propose; false
+    for a grid or random sweep, whose configurations are all stored at submission."""
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
 

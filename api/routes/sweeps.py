@@ -17,16 +17,15 @@ from api.owned import owned_or_404
 from api.routes.experiments import actor_of
 from api.schemas.sweeps import SummaryOut, SweepOut, SweepPage
 from core.errors import BrokerUnavailable
-from core.experiments import warm_start
 from core.models import Sweep
 from core.quotas import (
     check_project_limits,
     check_project_storage,
-    check_spec_bounds,
     kept_checkpoint_mib,
 )
 from core.sweeps import scheduler, service, space
 from core.sweeps import summary as summaries
+from core.sweeps.proposals import admission
 from core.sweeps.repository import SweepRepository
 from learners.api import ExperimentSpec, FieldError, SpecError
 
@@ -69,7 +68,11 @@ MetricQuery = Annotated[
     "configuration's evaluation return at a rung is not among the best `max(1, n // η)` of the "
     "`n` configurations scored there so far stops at the rung and ends `succeeded` short of its "
     "budget, with the reason; rungs that miss a run's budget or evaluation grid are a 422 on "
-    "`early_stopping.rungs`. A sweep counts as one "
+    '`early_stopping.rungs`. With `search` (`{"method": "tpe", "trials": N}`) the '
+    "configurations are not drawn up front: each is proposed by TPE over `space.random` from the "
+    "results so far as room frees up under `max_concurrent`, and the corners of the space are "
+    "checked at submission instead (a 422 names `space.random.<path>` and the value). A sweep "
+    "counts as one "
     "submission towards the project's rate; one whose runs' estimated checkpoints would take the "
     "project past `MARLFORGE_PROJECT_MAX_ARTIFACT_MB` is a 429. `Idempotency-Key` works as on "
     "`POST /v1/experiments`.",
@@ -93,15 +96,16 @@ def create_sweep(
         spec = space.parse_sweep(body)
         _check_size(spec, services.settings.sweep_max_runs)
 
-        wanted_mib = 0.0
+        each_mib: list[float] = []
+        admit_run = admission(services.settings)
 
         def admit(child: ExperimentSpec) -> ExperimentSpec:
-            nonlocal wanted_mib
-            check_spec_bounds(child, services.settings)
-            wanted_mib += kept_checkpoint_mib(child, services.settings)
-            return warm_start.resolve(session, principal.project_id, child)
+            each_mib.append(kept_checkpoint_mib(child, services.settings))
+            return admit_run(session, principal.project_id, child)
 
         expansion = space.expand(spec, admit)
+    # A search's runs are not built yet: each may keep as much as the largest it can reach.
+    wanted_mib = max(each_mib) * space.run_count(spec) if spec.search is not None else sum(each_mib)
     check_project_limits(session, principal.project_id, services.settings, needs_slot=False)
     check_project_storage(session, principal.project_id, wanted_mib, services.settings)
     actor = actor_of(principal)
@@ -127,7 +131,13 @@ def _advance(session: SessionDep, services: ServicesDep, sweep_id: str) -> None:
     # 201): the API's scheduler queues them once it is back.
     settings = services.settings
     with contextlib.suppress(BrokerUnavailable):
-        scheduler.advance(session, services.dispatcher, sweep_id, settings.project_max_active_runs)
+        scheduler.advance(
+            session,
+            services.dispatcher,
+            sweep_id,
+            settings.project_max_active_runs,
+            admission(settings),
+        )
 
 
 def _created(session: SessionDep, sweep: Sweep, response: Response, replayed: bool) -> SweepOut:

@@ -20,6 +20,11 @@ class ConfigurationOut(BaseModel):
 
     key: str = Field(description="Its key within the sweep: `c0`, `c1`...")
     params: dict[str, Any] = Field(description="The value of each swept spec path.")
+    refused: str | None = Field(
+        default=None,
+        description="Why a configuration a search proposed has no runs (they would be refused "
+        "as a submission is); null otherwise.",
+    )
 
 
 class SweepOut(BaseModel):
@@ -28,8 +33,13 @@ class SweepOut(BaseModel):
     id: str = Field(description="The sweep's id (a ULID: sorts by creation time).")
     name: str
     status: SweepStatus = Field(
-        description="`running` while any run is pending, queued, running or cancelling; then "
-        "`succeeded` (all did), `failed` (some failed; the others' results stand) or `cancelled`."
+        description="`running` while any run is pending, queued, running or cancelling, or a "
+        "search has configurations left to propose; then `succeeded` (all did), `failed` (some "
+        "failed; the others' results stand) or `cancelled`."
+    )
+    proposing: bool = Field(
+        description="Whether its `search` (tpe) will propose more configurations; false for a "
+        "grid or random sweep, whose configurations are all listed from the start."
     )
     runs: dict[str, int] = Field(
         description="How many of its runs are in each status, and `total`."
@@ -57,6 +67,7 @@ class SweepOut(BaseModel):
             configurations=[ConfigurationOut(**c) for c in sweep.configurations],
             seeds=sweep.seeds,
             max_concurrent=sweep.max_concurrent,
+            proposing=sweep.proposing,
             spec=sweep.spec,
             runs_url=f"/v1/experiments?sweep_id={sweep.id}",
             summary_url=f"/v1/sweeps/{sweep.id}/summary",

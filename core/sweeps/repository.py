@@ -105,13 +105,16 @@ class SweepRepository:
         return list(self.session.scalars(query))
 
     def with_pending(self) -> list[str]:
-        """Ids of every sweep that has a run waiting (``pending``), oldest first."""
+        """Ids of every sweep that has a run waiting (``pending``) or configurations left to
+        propose (``proposing``), oldest first."""
         query = (
             select(Experiment.sweep_id)
             .where(Experiment.status == ExperimentStatus.PENDING, Experiment.sweep_id.is_not(None))
             .distinct()
         )
-        return sorted(str(s) for s in self.session.scalars(query))
+        waiting = {str(s) for s in self.session.scalars(query)}
+        waiting |= set(self.session.scalars(select(Sweep.id).where(Sweep.proposing.is_(True))))
+        return sorted(waiting)
 
     def created_since(self, project_id: str, since: dt.datetime) -> list[dt.datetime]:
         """When each of the project's sweeps created after ``since`` was (the submission rate

@@ -8,7 +8,8 @@ process (``SweepScheduler``) for the sweeps with pending runs, so a slot freed b
 is taken within that interval. The sweep's row is locked while it counts and moves, so several API
 processes never start more than the limit. A broker that refuses a run puts it, and the runs of the
 pass not yet handed over, back to ``pending`` (a sweep is not failed by a broker outage); the
-scheduler tries again a minute later.
+scheduler tries again a minute later. A sweep whose model-based search is still proposing gets its
+next configurations first (``core.sweeps.proposals``), when it is given what admits a run.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from core.experiments import service as experiments
 from core.experiments.repository import ExperimentRepository
 from core.lifecycle import transition
 from core.quotas import ACTIVE_STATUSES
+from core.sweeps.proposals import Admit, propose_runs
 from core.sweeps.repository import SweepRepository
 
 log = logging.getLogger(__name__)
@@ -35,11 +37,16 @@ BROKER_RETRY_S = 60.0
 
 
 def advance(
-    session: Session, dispatcher: Dispatcher, sweep_id: str, project_max_active: int
+    session: Session,
+    dispatcher: Dispatcher,
+    sweep_id: str,
+    project_max_active: int,
+    admit: Admit | None = None,
 ) -> list[str]:
     """Queue as many of the sweep's pending runs as its ``max_concurrent`` and its project's limit
     allow, oldest first; the ids queued. A broker that refuses fails those runs with the reason
-    (resumable), as a submission does."""
+    (resumable), as a submission does. With ``admit``, a search that is still proposing first
+    adds the configurations that room allows."""
     sweeps = SweepRepository(session)
     sweep = sweeps.lock(sweep_id)
     if sweep is None:
@@ -48,6 +55,8 @@ def advance(
     active = sweeps.counts([sweep_id])[sweep_id].count(*ACTIVE_STATUSES)
     project_active = ExperimentRepository(session).count_active(sweep.project_id, ACTIVE_STATUSES)
     free = min(sweep.max_concurrent - active, project_max_active - project_active)
+    if admit is not None and sweep.proposing:
+        propose_runs(session, sweep, admit, max(free, 0))
     started: list[str] = []
     for run_id in sweeps.run_ids(sweep_id, [S.PENDING])[: max(free, 0)]:
         reason = (
@@ -78,7 +87,10 @@ def _wait_again(session: Session, sweep_id: str, run_ids: list[str], exc: Except
 
 
 def advance_all(
-    session_factory: sessionmaker[Session], dispatcher: Dispatcher, project_max_active: int
+    session_factory: sessionmaker[Session],
+    dispatcher: Dispatcher,
+    project_max_active: int,
+    admit: Admit | None = None,
 ) -> int:
     """``advance`` every sweep that has pending runs; how many runs were queued.
     ``BrokerUnavailable`` when the broker refused one (the pass stops there)."""
@@ -87,7 +99,7 @@ def advance_all(
     started = 0
     for sweep_id in waiting:
         with session_factory() as session:
-            started += len(advance(session, dispatcher, sweep_id, project_max_active))
+            started += len(advance(session, dispatcher, sweep_id, project_max_active, admit))
     return started
 
 
@@ -101,15 +113,19 @@ class SweepScheduler(Periodic):
         dispatcher: Dispatcher,
         project_max_active: int,
         interval_s: float,
+        admit: Admit | None = None,
     ) -> None:
         super().__init__("sweep-scheduler", interval_s)
         self.session_factory = session_factory
         self.dispatcher = dispatcher
         self.project_max_active = project_max_active
+        self.admit = admit
 
     def work(self) -> float | None:
         try:
-            started = advance_all(self.session_factory, self.dispatcher, self.project_max_active)
+            started = advance_all(
+                self.session_factory, self.dispatcher, self.project_max_active, self.admit
+            )
         except BrokerUnavailable:
             # Each try costs its runs two timeline entries: try again a minute later, not at once.
             return max(self.interval_s, BROKER_RETRY_S)

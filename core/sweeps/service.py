@@ -3,7 +3,10 @@
 A sweep's runs are ordinary experiments that name it (``sweep_id``) and their configuration
 (``sweep_config``). They are all stored at submission, validated, in one transaction with the
 sweep, as ``pending``; ``core.sweeps.scheduler.advance`` queues them as slots free up under the
-sweep's ``max_concurrent``. Cancelling or resuming a sweep does the same to each of its runs.
+sweep's ``max_concurrent``. A sweep with a model-based ``search`` stores none at submission: the
+scheduler adds each configuration it proposes, with its runs, the same way (``add_runs``).
+Cancelling or resuming a sweep does the same to each of its runs (and stops or restarts the
+proposals).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from core.ids import new_id
 from core.lifecycle import transition
 from core.models import Experiment, Sweep
 from core.sweeps.repository import RunCounts, SweepRepository
-from core.sweeps.space import Expansion, SweepSpec
+from core.sweeps.space import Child, Expansion, SweepSpec
 
 S = ExperimentStatus
 ACTIVE = (S.PENDING, S.QUEUED, S.RUNNING, S.CANCELLING)
@@ -62,6 +65,8 @@ class SweepView:
 
     @property
     def status(self) -> SweepStatus:
+        if self.sweep.proposing:
+            return SweepStatus.RUNNING  # more configurations to come
         return status_of(self.counts)
 
 
@@ -97,31 +102,46 @@ def submit(
     ``idempotency.KeyTaken`` (nothing stored) when a concurrent request took the key first."""
     now = utcnow()
     name = spec.name or str(spec.base.get("name", "")) or "sweep"
+    stored = spec.model_dump(mode="json")
+    if spec.search is not None:
+        # Proposed runs start from the checkpoint resolved now, not from a later "latest".
+        stored["base"] = expansion.base
     sweep = Sweep(
         id=new_id(),
         project_id=project_id,
         created_by_key_id=actor.key_id if actor is not None else None,
         name=name,
-        spec=spec.model_dump(mode="json"),
+        spec=stored,
         configurations=[{"key": c.key, "params": c.params} for c in expansion.configurations],
         seeds=expansion.seeds,
         max_concurrent=spec.max_concurrent,
+        proposing=spec.search is not None,
         created_at=now,
         updated_at=now,
     )
     SweepRepository(session).add(sweep)
+    by = f" by {actor.label}" if actor is not None else ""
+    add_runs(session, sweep, expansion.children, f"submitted{by} with sweep {sweep.id}")
+    if claim is not None:
+        idempotency.record(session, project_id, claim, sweep.id)
+    session.commit()
+    return sweep
+
+
+def add_runs(session: Session, sweep: Sweep, children: list[Child], why: str) -> list[str]:
+    """Store the children as the sweep's ``pending`` runs (not committed); their ids."""
+    now = utcnow()
     experiments = ExperimentRepository(session)
     events = EventRepository(session)
-    by = f" by {actor.label}" if actor is not None else ""
-    reason = f"submitted{by} with sweep {sweep.id}; waits for a slot of its max_concurrent"
+    reason = f"{why}; waits for a slot of its max_concurrent"
     # Ids sort by creation time only to the millisecond: hand out sorted ones in start order, so
     # "oldest pending first" is the expansion's order (seed-major: every configuration's first
     # seed before any second one).
-    ids = sorted(new_id() for _ in expansion.children)
-    for run_id, child in zip(ids, expansion.children, strict=True):
+    ids = sorted(new_id() for _ in children)
+    for run_id, child in zip(ids, children, strict=True):
         experiment = Experiment(
             id=run_id,
-            project_id=project_id,
+            project_id=sweep.project_id,
             created_by_key_id=sweep.created_by_key_id,
             name=child.spec["name"],
             algorithm=child.spec["algorithm"],
@@ -142,10 +162,7 @@ def submit(
         experiments.add(experiment)
         experiments.set_tags(run_id, child.spec.get("tags", []))
         events.add_transition(run_id, None, S.PENDING, reason, sweep.created_by_key_id)
-    if claim is not None:
-        idempotency.record(session, project_id, claim, sweep.id)
-    session.commit()
-    return sweep
+    return ids
 
 
 def submit_once(
@@ -170,6 +187,9 @@ def cancel(session: Session, sweep_id: str, actor: Actor | None = None) -> list[
     by = f" by {actor.label}" if actor is not None else ""
     key_id = actor.key_id if actor is not None else None
     changed = []
+    sweep = SweepRepository(session).lock(sweep_id)
+    if sweep is not None:
+        sweep.proposing = False  # a search proposes nothing more
     for run_id in SweepRepository(session).run_ids(sweep_id, [S.PENDING, S.QUEUED, S.RUNNING]):
         done = transition(
             session, run_id, [S.PENDING, S.QUEUED], S.CANCELLED,
@@ -193,6 +213,11 @@ def resume(session: Session, sweep_id: str, actor: Actor | None = None) -> list[
     by = f" by {actor.label}" if actor is not None else ""
     key_id = actor.key_id if actor is not None else None
     changed = []
+    sweep = SweepRepository(session).lock(sweep_id)
+    search = (sweep.spec.get("search") if sweep is not None else None) or None
+    if sweep is not None and search is not None:
+        # A search goes on proposing where it stopped, up to its trials.
+        sweep.proposing = len(sweep.configurations) < int(search["trials"])
     for run_id in SweepRepository(session).run_ids(sweep_id, sorted(RESUMABLE_STATUSES)):
         reason = f"resumed{by} with sweep {sweep_id}; waits for a slot of its max_concurrent"
         moved = transition(

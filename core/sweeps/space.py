@@ -11,7 +11,10 @@ per seed. A spec path is dotted into the spec's JSON: ``hyperparameters.learning
 is refused whole (nothing stored) when any child would be; each problem names the parameter and
 the value that caused it (``space.grid.<path>``) or the base spec's field (``base.<field>``); an
 ``early_stopping`` whose rungs do not fit a child's budget and evaluations is refused the same way
-(``early_stopping.rungs``). Nothing here touches a database.
+(``early_stopping.rungs``). A sweep with a model-based ``search`` (``core.sweeps.tpe``) has no
+configurations at submission: ``expand`` checks the ones that stand for every configuration the
+search can reach, and the scheduler builds each proposed one with ``child_spec``. Nothing here
+touches a database.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
+from core.sweeps import tpe
 from core.sweeps.asha import EarlyStopping, rung_errors
 from learners.api import (
     ExperimentSpec,
@@ -85,6 +89,10 @@ class SweepSpec(BaseModel):
     early_stopping: EarlyStopping | None = None
     """Stop runs of configurations that fall behind at the rungs (``core.sweeps.asha``); null:
     every run trains its whole budget."""
+    search: tpe.ModelSearch | None = None
+    """Propose configurations one by one from the results so far (``{"method": "tpe", "trials":
+    N}``, ``core.sweeps.tpe``) over ``space.random``; null: the grid and the random draws, all
+    at submission."""
 
 
 @dataclass(frozen=True)
@@ -106,11 +114,14 @@ class Child:
 
 @dataclass(frozen=True)
 class Expansion:
-    """Everything a sweep stands for, in the order its runs should start (seed-major)."""
+    """Everything a sweep stands for, in the order its runs should start (seed-major). A
+    model-based search has no configurations and no children yet; ``base`` is the base spec with
+    its ``init`` resolved by ``check`` (the checkpoint every proposed run starts from)."""
 
     configurations: list[Configuration]
     seeds: list[int]
     children: list[Child]
+    base: dict[str, Any]
 
 
 def parse_sweep(data: Any) -> SweepSpec:
@@ -124,6 +135,13 @@ def parse_sweep(data: Any) -> SweepSpec:
         raise SpecError(errors_from_validation(exc)) from None
     errors = _seed_errors(sweep.seeds) + _path_errors(sweep)
     errors += [e for path, d in sweep.space.random.items() for e in _distribution_errors(path, d)]
+    if sweep.search is not None:
+        errors += tpe.search_errors(
+            sweep.space.random,
+            sweep.space.grid,
+            "num_samples" in sweep.space.model_fields_set,
+            sweep.early_stopping is not None,
+        )
     if "seed" in sweep.base:
         errors.append(FieldError("base.seed", "leave it out: the sweep's `seeds` set each run's"))
     if errors:
@@ -138,6 +156,8 @@ def seeds_of(sweep: SweepSpec) -> list[int]:
 
 def run_count(sweep: SweepSpec) -> int:
     """How many runs the sweep stands for (without building them)."""
+    if sweep.search is not None:
+        return sweep.search.trials * len(seeds_of(sweep))
     grid = math.prod(len(values) for values in sweep.space.grid.values())
     draws = sweep.space.num_samples if sweep.space.random else 1
     return grid * draws * len(seeds_of(sweep))
@@ -161,8 +181,16 @@ def expand(
     """Every run of the sweep as a validated spec, or ``SpecError`` naming what would fail;
     ``check`` is a further step on each parsed spec that raises ``SpecError`` or returns the spec
     to store (the deployment's bounds, ``core.quotas.check_spec_bounds``; a warm start resolved
-    to its checkpoint, ``core.experiments.warm_start.resolve``)."""
-    configs = configurations(sweep.space)
+    to its checkpoint, ``core.experiments.warm_start.resolve``). A model-based search's
+    reachable configurations are checked (``tpe.reachable``) and none is kept."""
+    proposed = sweep.search is not None
+    if proposed:
+        configs = [
+            Configuration(key=f"corner{i}", params=params)
+            for i, params in enumerate(tpe.reachable(sweep.space.random))
+        ]
+    else:
+        configs = configurations(sweep.space)
     seeds = seeds_of(sweep)
     name = sweep.name or str(sweep.base.get("name", "")) or "sweep"
     swept: dict[tuple[str, str], FieldError] = {}
@@ -170,7 +198,7 @@ def expand(
     children: list[Child] = []
     for seed in seeds:
         for config in configs:
-            spec = _child_spec(sweep.base, config, seed, f"{name} {config.key} s{seed}")
+            spec = child_spec(sweep.base, config, seed, f"{name} {config.key} s{seed}")
             try:
                 parsed = parse_spec(spec)
                 if check is not None:
@@ -190,7 +218,12 @@ def expand(
     errors = list(swept.values()) + _base_errors(unswept, len(configs))
     if errors:
         raise SpecError(errors[:MAX_ERRORS])
-    return Expansion(configurations=configs, seeds=seeds, children=children)
+    base = copy.deepcopy(dict(sweep.base))
+    if children and children[0].spec.get("init") is not None:
+        base["init"] = children[0].spec["init"]
+    if proposed:
+        return Expansion(configurations=[], seeds=seeds, children=[], base=base)
+    return Expansion(configurations=configs, seeds=seeds, children=children, base=base)
 
 
 def _base_errors(
@@ -209,9 +242,8 @@ def _base_errors(
     return errors
 
 
-def _child_spec(
-    base: dict[str, Any], config: Configuration, seed: int, name: str
-) -> dict[str, Any]:
+def child_spec(base: dict[str, Any], config: Configuration, seed: int, name: str) -> dict[str, Any]:
+    """The spec of one run: ``base`` with the configuration's values, the seed and the name."""
     spec = copy.deepcopy(base)
     for path, value in config.params.items():
         _set(spec, path.split("."), copy.deepcopy(value))

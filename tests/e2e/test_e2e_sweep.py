@@ -4,6 +4,7 @@ processes on PostgreSQL and Redis train a 2-configuration × 3-seed sweep, never
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Callable
 from typing import Any
@@ -148,3 +149,45 @@ def test_successive_halving_stops_the_configurations_behind_at_the_rung(
         assert config["stopped_early"] == int(was_stopped)
         # A run stopped at the rung has no final value: it is not ranked against full budgets.
         assert (config["final"] is None) == was_stopped and (config["rank"] is None) == was_stopped
+
+
+def test_a_tpe_search_proposes_each_configuration_from_the_runs_before_it(
+    stack: Api, tiny_spec: Callable[..., dict[str, Any]]
+) -> None:
+    """Three trials, one seed, one run at a time: the API's scheduler proposes each configuration
+    when the run before it has ended, and the stored trials hold each run's final return."""
+    base = {k: v for k, v in tiny_spec(total_steps=400).items() if k != "seed"}
+    body = {
+        "name": "e2e tpe",
+        "base": base,
+        "space": {"random": {"hyperparameters.learning_rate_actor": {"log_uniform": [1e-4, 1e-2]}}},
+        "seeds": [0],
+        "max_concurrent": 1,
+        "search": {"method": "tpe", "trials": 3, "startup_trials": 2},
+    }
+    created = stack.http.post("/v1/sweeps", json=body)
+    assert created.status_code == 201, created.text
+    assert [c["key"] for c in created.json()["configurations"]] == ["c0"]
+    sweep_id = created.json()["id"]
+    done = _wait_for_sweep(stack, sweep_id, max_active=1)
+
+    assert done["status"] == "succeeded", done["runs"]
+    assert done["proposing"] is False
+    assert [c["key"] for c in done["configurations"]] == ["c0", "c1", "c2"]
+    runs = sorted(
+        stack.http.get(f"/v1/experiments?sweep_id={sweep_id}").json()["items"],
+        key=lambda r: r["created_at"],
+    )
+    assert [r["sweep_config"] for r in runs] == ["c0", "c1", "c2"]
+    # Each configuration was proposed only after the run before it had ended.
+    for before, after in zip(runs, runs[1:], strict=False):
+        ended, proposed = (
+            dt.datetime.fromisoformat(before["finished_at"]),
+            dt.datetime.fromisoformat(after["created_at"]),
+        )
+        assert ended <= proposed, (before, after)
+    for run, config in zip(runs, done["configurations"], strict=True):
+        lr = config["params"]["hyperparameters.learning_rate_actor"]
+        assert 1e-4 <= lr <= 1e-2 and run["spec"]["hyperparameters"]["learning_rate_actor"] == lr
+    summary = stack.http.get(f"/v1/sweeps/{sweep_id}/summary").json()
+    assert sorted(c["key"] for c in summary["configurations"] if c["rank"]) == ["c0", "c1", "c2"]

@@ -15,10 +15,13 @@ export function countsText(runs) {
   return [`${runs.succeeded || 0}/${runs.total} succeeded`, ...rest].join(", ");
 }
 
-/** "2 configurations × 3 seeds". */
+/** "2 configurations × 3 seeds"; a search's "2 of 6 configurations (tpe) × 3 seeds". */
 export function sizeText(sweep) {
   const n = sweep.configurations.length, k = sweep.seeds.length;
-  return `${n} configuration${n === 1 ? "" : "s"} × ${k} seed${k === 1 ? "" : "s"}`;
+  const seeds = `${k} seed${k === 1 ? "" : "s"}`;
+  const search = sweep.spec.search;
+  if (search) return `${n} of ${search.trials} configurations (${search.method}) × ${seeds}`;
+  return `${n} configuration${n === 1 ? "" : "s"} × ${seeds}`;
 }
 
 /** What the base spec trains: "ddpg · torch · Pendulum-v1". */
