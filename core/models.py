@@ -3,18 +3,15 @@
 - ``projects``: the owners of experiments; every key belongs to one.
 - ``api_keys``: a project's keys, each with a role, stored only as a keyed hash.
 - ``auth_sessions``: dashboard sign-ins (cookie sessions) and one-time login tokens of a key.
-- ``experiments``: one row per submitted spec, its project, status and progress, and the lease of
-  the worker that runs it.
+- ``experiments``: one row per submitted spec: its project, status, progress and its worker's lease.
 - ``sweeps``: a base spec, a search space and seeds (``core.sweeps``); its runs are experiments
   that name it (``experiments.sweep_id``) and their configuration (``experiments.sweep_config``).
 - ``experiment_tags``: one row per tag of an experiment (its spec's ``tags``), for ``?tag=``.
 - ``metric_points``: every scalar a run reported, unique per (experiment, name, step).
-- ``metric_tiers``: summaries of each series over aligned step ranges (``core.metrics.tiers``),
-  written with the points, from which charts of long runs are drawn.
+- ``metric_tiers``: each series summarised over aligned step ranges, for charts of long runs.
 - ``checkpoints``: the files a run saved, with their size and sha256.
 - ``status_transitions``: every status change with its time and reason (the status timeline).
-- ``matches``: one team's policy against another's in a competitive scenario (``core.matches``):
-  the checkpoints (or random play) of each team, the number of episodes, and the result.
+- ``matches``: one team's policy against another's: each team's checkpoint, episodes, the result.
 - ``idempotency_keys``: each ``Idempotency-Key`` a project sent with a create request, the hash of
   its body and the resource it created (``core.idempotency.service``), kept at least a day.
 - ``workers``: the registry of workers (``core.fleet.registry``): one row per worker and backend it
@@ -133,13 +130,12 @@ class Sweep(Base):
     spec: Mapped[dict[str, Any]] = mapped_column(JSONType)
     """The sweep as submitted (``core.sweeps.space.SweepSpec``: base, space, seeds...)."""
     configurations: Mapped[list[Any]] = mapped_column(JSONType)
-    """``[{"key": "c0", "params": {path: value}}, ...]``: the expanded search space."""
+    """``[{"key": "c0", "params": {path: value}}, ...]``: expanded, or proposed by a search."""
     seeds: Mapped[list[Any]] = mapped_column(JSONType)
     max_concurrent: Mapped[int] = mapped_column(Integer)
     """At most this many of its runs are queued or running at once; the rest wait ``pending``."""
     proposing: Mapped[bool] = mapped_column(Boolean, server_default=false())
-    """A model-based search (``core.sweeps.tpe``) that has configurations left to propose; false
-    for a grid or random sweep, whose configurations are all stored at submission."""
+    """A search (``core.sweeps.tpe``) with configurations left to propose; false for a grid."""
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[dt.datetime] = mapped_column(UTCDateTime())
 
