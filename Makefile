@@ -5,6 +5,10 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 EXTRAS := torch,tensorflow,mindspore,tracking,dev
+# Test workers: one more than the cores this process may use (up to 8). Many tests wait on the
+# processes they start (workers, servers, leases that lapse), so a third worker on two cores took
+# the suite from 24 m 49 s to 20 m 3 s (docs/results/2026-12-06-test-workers.md).
+TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(len(os.sched_getaffinity(0)) + 1, 8))")
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml examples/gridcoop/pyproject.toml | cksum | cut -d' ' -f1)
 
 .PHONY: install up test test-fast lint typecheck chromium benchmarks clean
@@ -23,14 +27,14 @@ install: $(STAMP)
 up: install
 	$(BIN)/marlforge up
 
-## The whole test suite, on every core up to four (PostgreSQL and Redis from MARLFORGE_DATABASE_URL
+## The whole test suite, on TEST_WORKERS workers (PostgreSQL and Redis from MARLFORGE_DATABASE_URL
 ## and MARLFORGE_BROKER_URL or the local defaults).
 test: install chromium
-	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadgroup --durations=25
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25
 
 ## Everything but the slow tests.
 test-fast: install
-	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadgroup -m "not slow"
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not slow"
 
 lint: install
 	$(BIN)/ruff check marlforge api core workers learners client tests benchmarks scripts
