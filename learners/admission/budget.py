@@ -202,6 +202,10 @@ def env_kwarg_errors(env: EnvSpec) -> list[FieldError]:
     for rule in ranges:
         if rule.kwarg in params and (error := _range_error(env, rule)) is not None:
             errors.append(error)
+    if not errors:
+        given = {name: _given(env, name) for name in params}
+        for kwarg, reason in suite(env.suite).kwarg_conflicts(env.id, given):
+            errors.append(FieldError(f"env.kwargs.{kwarg}", reason))
     return errors
 
 

@@ -37,7 +37,9 @@ BEYOND_THE_SCHEMA = (
     "Checked beyond this schema, with a 422 naming the field: rules between two fields of one "
     "algorithm's hyperparameters (e.g. PPO's `minibatches` at most `rollout_length`), `device` "
     "`cuda` with a backend that cannot use a GPU (`mindspore`, installed as its CPU build), and "
-    "the per-run limits (agents, episode length, and the estimated memory of the run against the "
+    "the per-run limits (agents, episode length, an env's arguments that fit alone but not "
+    "together, e.g. more pursuit agents than its grid has room for, and the estimated memory of "
+    "the run against the "
     "server's per-run budget), and the server's limits on the checkpoints a run writes "
     "(`total_steps / checkpoint.every_steps`) and keeps (`checkpoint.keep_last`)."
 )

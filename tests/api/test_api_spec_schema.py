@@ -24,6 +24,7 @@ BEYOND_THE_SCHEMA = [
     ("backend", "MARLFORGE_RUN_MEMORY_MB"),
     ("env.num_envs", "copies of"),  # copies times agents
     ("env.kwargs.", "agents on"),  # agents counted over two arguments
+    ("env.kwargs.", "grid"),  # pursuit's agents on its grid (two sizes, two counts)
     ("env.kwargs", "refuses these arguments"),  # the scenario's own constructor
     ("hyperparameters.minibatches", "cannot exceed rollout_length"),
     ("hyperparameters.chunk_length", "cannot exceed rollout_length"),

@@ -110,6 +110,12 @@ class Suite(abc.ABC):
         """Integer arguments with bounds (checked before anything is built)."""
         return ()
 
+    def kwarg_conflicts(self, env_id: str, kwargs: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """Arguments within their ranges that do not go together, as ``(kwarg, reason)``, for
+        ``kwargs`` with every default filled in; checked before anything is built, so that an
+        env whose constructor would never return (or eat the API's memory) is refused."""
+        return []
+
     def action_kind(self, env_id: str, kwargs: Mapping[str, Any]) -> ActionKind:
         """The action kind ``env_id`` acts in with ``kwargs`` (validated). By default its only
         one; a suite whose ids offer both says how the kwargs choose."""

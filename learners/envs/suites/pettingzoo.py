@@ -56,6 +56,9 @@ class PettingZooEnv:
     env_state: bool = True
     """Use the env's own ``state()`` as the global state, where it declares one; false: the
     agents' observations side by side."""
+    conflicts: Callable[[Mapping[str, Any]], list[tuple[str, str]]] | None = None
+    """``Suite.kwarg_conflicts`` of this id: the kwargs (defaults filled in) to ``(kwarg,
+    reason)`` pairs."""
 
 
 def team_by_name(teams: Mapping[str, str] | None, agent_id: str) -> str:
@@ -145,6 +148,10 @@ class PettingZooSuite(Suite):
 
     def ranges(self, env_id: str) -> tuple[KwargRange, ...]:
         return self.envs[env_id].ranges
+
+    def kwarg_conflicts(self, env_id: str, kwargs: Mapping[str, Any]) -> list[tuple[str, str]]:
+        conflicts = self.envs[env_id].conflicts
+        return [] if conflicts is None else conflicts(kwargs)
 
     def action_kind(self, env_id: str, kwargs: Mapping[str, Any]) -> ActionKind:
         kinds = self.envs[env_id].action_kinds

@@ -4,6 +4,7 @@ waterworld and multiwalker (continuous). Every agent shares the team's reward by
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from learners.enums import ActionKind
@@ -17,6 +18,30 @@ def _pursuit(**kwargs: Any) -> Any:
     from pettingzoo.sisl import pursuit_v4
 
     return pursuit_v4.parallel_env(**kwargs)
+
+
+def _pursuit_conflicts(kwargs: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Pursuit places each agent at random on a free cell that no agent of its kind stands on or
+    next to, trying until one is found (``agent_utils.feasible_position_exp``): too many agents
+    for the grid and its building would make it try for ever. Each agent takes at most five cells
+    (its own and its neighbours), so ``n`` agents always fit when ``5 * (n - 1)`` cells leave one
+    free."""
+    x_size, y_size = int(kwargs["x_size"]), int(kwargs["y_size"])
+    free = sum(
+        not (0.3 < i / x_size < 0.7 and 0.2 < j / y_size < 0.8)  # pursuit's rectangle_map building
+        for i in range(x_size)
+        for j in range(y_size)
+    )
+    most = 1 + max(free - 1, 0) // 5
+    return [
+        (
+            kind,
+            f"at most {most} {kind.removeprefix('n_')} fit a {x_size}x{y_size} grid "
+            f"({free} free cells, each agent keeping its neighbours free; got {kwargs[kind]})",
+        )
+        for kind in ("n_pursuers", "n_evaders")
+        if int(kwargs[kind]) > most
+    ]
 
 
 def _waterworld(**kwargs: Any) -> Any:
@@ -70,6 +95,7 @@ SISL = PettingZooSuite(
             ),
             summary="8 pursuers on a 16x16 grid, each seeing a 7x7 window; discrete moves.",
             copy_mib=4.0,
+            conflicts=_pursuit_conflicts,
         ),
         "waterworld_v4": PettingZooEnv(
             make=_waterworld,

@@ -354,3 +354,33 @@ def test_action_masks_from_observations_or_infos_narrow_the_available_actions() 
         np.testing.assert_array_equal(avail[0, 1], expected)
     # The mask moved with the step: the env, not a fixed padding, decided it.
     assert not np.array_equal(seen[1], seen[2])
+
+
+@pytest.mark.parametrize(("x_size", "y_size"), [(2, 2), (3, 3), (4, 9), (5, 5), (16, 16)])
+def test_pursuit_takes_only_as_many_agents_as_its_placement_always_finds_room_for(
+    x_size: int, y_size: int
+) -> None:
+    """Pursuit's placement tries random cells until one is free of its kind and their neighbours:
+    with too many agents it never returns, and the API builds an env to size a spec. The most the
+    admission lets through builds on every seed tried; one more is refused by name."""
+    from learners.admission.budget import env_kwarg_errors
+    from learners.spec import EnvSpec
+
+    sisl = suite("sisl")
+    base = {"x_size": x_size, "y_size": y_size, "n_pursuers": 1, "n_evaders": 1, "max_cycles": 5}
+    conflicts = sisl.kwarg_conflicts("pursuit_v4", {**base, "n_evaders": 10_000})
+    most = int(conflicts[0][1].split()[2])
+    assert [kind for kind, _ in conflicts] == ["n_evaders"]
+    for n in sorted({1, most}):
+        kwargs = {**base, "n_pursuers": n, "n_evaders": n}
+        assert sisl.kwarg_conflicts("pursuit_v4", kwargs) == []
+        for seed in range(20):
+            env = sisl.factory("pursuit_v4", kwargs, seed, False)(1, first_copy=0)
+            env.reset()
+            env.close()
+    refused = EnvSpec.model_validate(
+        {"suite": "sisl", "id": "pursuit_v4", "kwargs": {**base, "n_evaders": most + 1}}
+    )
+    (error,) = env_kwarg_errors(refused)
+    assert error.field == "env.kwargs.n_evaders"
+    assert error.reason.startswith(f"at most {most} evaders fit a {x_size}x{y_size} grid")
