@@ -92,7 +92,8 @@ def advance_all(
     project_max_active: int,
     admit: Admit | None = None,
 ) -> int:
-    """``advance`` every sweep that has pending runs; how many runs were queued.
+    """``advance`` every sweep that has pending runs or a search still proposing; how many runs
+    were queued.
     ``BrokerUnavailable`` when the broker refused one (the pass stops there)."""
     with session_factory() as session:
         waiting = SweepRepository(session).with_pending()
