@@ -182,7 +182,8 @@ def expand(
     ``check`` is a further step on each parsed spec that raises ``SpecError`` or returns the spec
     to store (the deployment's bounds, ``core.quotas.check_spec_bounds``; a warm start resolved
     to its checkpoint, ``core.experiments.warm_start.resolve``). A model-based search's
-    reachable configurations are checked (``tpe.reachable``) and none is kept."""
+    reachable configurations are checked (``tpe.reachable``, with the first seed) and none is
+    kept."""
     proposed = sweep.search is not None
     if proposed:
         configs = [
@@ -196,7 +197,9 @@ def expand(
     swept: dict[tuple[str, str], FieldError] = {}
     unswept: dict[tuple[str, str], dict[str, Configuration]] = {}
     children: list[Child] = []
-    for seed in seeds:
+    # A search's corners are checked with one seed: a spec's seed decides nothing they check, and
+    # corners × seeds could be thousands of checks in one request.
+    for seed in seeds[:1] if proposed else seeds:
         for config in configs:
             spec = child_spec(sweep.base, config, seed, f"{name} {config.key} s{seed}")
             try:
