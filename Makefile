@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 EXTRAS := torch,tensorflow,mindspore,tracking,dev
 # Test workers: one more than the cores this process may use (up to 8). Many tests wait on the
 # processes they start (workers, servers, leases that lapse), so a third worker on two cores took
-# the suite from 24 m 49 s to 20-21.5 min (docs/results/2026-12-06-test-workers.md).
+# the suite from 24 m 49 s to 20-22 min (docs/results/2026-12-06-test-workers.md).
 TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(len(os.sched_getaffinity(0)) + 1, 8))")
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml examples/gridcoop/pyproject.toml | cksum | cut -d' ' -f1)
 
