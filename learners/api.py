@@ -25,8 +25,9 @@ from learners.admission.envs import kwarg_errors, trains_on
 from learners.admission.match_fit import fit_errors
 from learners.admission.memory import MemoryEstimate
 from learners.admission.parse import parse_edit, parse_spec
+from learners.admission.schedule import iteration_steps, mutable_names, schedule_errors
 from learners.admission.schema import kwargs_properties, spec_json_schema
-from learners.admission.warm_fit import init_fit_errors
+from learners.admission.warm_fit import continue_fit_errors, init_fit_errors
 from learners.backends import GPU_BACKENDS, describe_device, gpu_names, resolve_device
 from learners.checkpoint import CheckpointError
 from learners.enums import ActionKind, Algorithm, Backend, Device, EnvEngine, EnvSuite
@@ -117,6 +118,10 @@ __all__ = [
     "fit_errors",
     "gpu_names",
     "init_fit_errors",
+    "continue_fit_errors",
+    "iteration_steps",
+    "mutable_names",
+    "schedule_errors",
     "kwarg_errors",
     "label_error",
     "kwarg_ranges",

@@ -45,6 +45,17 @@ class AlgorithmConfig(BaseModel):
     policy_fields: ClassVar[tuple[str, ...]] = ()
     network_fields: ClassVar[tuple[str, ...]] = ()
 
+    # What a run may change while it trains (``spec.schedule``; a PBT search's explore step,
+    # ``core.sweeps.pbt``): hyperparameters that only the learner reads, at each update, and
+    # that shape no tensor. The runners read the others (rollout_length, batch_size, buffer
+    # sizes, learning_starts, updates_per_step), and the network fields size the state.
+    # tests/learners/test_schedule.py checks that none of these changes a tensor's name or shape.
+    mutable_fields: ClassVar[tuple[str, ...]] = ()
+    # Fields that, when true, tie what a run does at a step to its ``total_steps`` (PPO's linear
+    # step-size decay): a run continued with a larger budget would not do what one run of that
+    # budget does, so a PBT search refuses them (its schedule sets the step size instead).
+    horizon_fields: ClassVar[tuple[str, ...]] = ()
+
     @classmethod
     def defaults_for(cls, suite: str, env_id: str) -> dict[str, Any]:
         """The per-environment defaults for ``env_id`` (an exact id wins over a suite wildcard)."""

@@ -188,11 +188,34 @@ class InitSpec(BaseModel):
     """Which of its checkpoints: ``latest``, ``best`` (the highest evaluation return) or a
     checkpoint's id. The service resolves ``latest`` and ``best`` at submission: the stored spec
     names the checkpoint the run starts from."""
-    what: Literal["policy", "all"] = "policy"
+    what: Literal["policy", "all", "run"] = "policy"
     """``policy``: the acting network (and its target copy); the critics, mixers and optimisers
     start fresh. ``all``: every network, the optimisers' moments and the value normaliser. Either
     way the run keeps its own seed's generators and schedules, an empty buffer and its own step
-    axis from 0."""
+    axis from 0. ``run``: the run **continues** the checkpoint's run, as a resume does (every
+    network, generator, counter and buffer, on its step axis from the checkpoint's step), with a
+    larger ``total_steps`` and its own ``schedule`` from that step on; the spec must describe
+    that run up to the checkpoint (the same seed, env, hyperparameters and schedule before it),
+    so that the same spec without ``init`` trains the same weights in one run."""
+
+
+MAX_SCHEDULE_CHANGES = 1000
+"""Entries of a spec's ``schedule``."""
+
+
+class ScheduleChange(BaseModel):
+    """New values of some hyperparameters from one step of the run on."""
+
+    model_config = _STRICT
+
+    at_step: int = Field(gt=0, le=MAX_TOTAL_STEPS)
+    """The env step from which the values hold: the run's first update after this step takes
+    them. A multiple of the steps between updates (``env.num_envs`` × ``rollout_length`` on
+    policy, ``env.num_envs`` off policy), below ``total_steps``."""
+    hyperparameters: dict[str, Any] = Field(min_length=1)
+    """The new values: only the algorithm's mutable hyperparameters (``GET /v1/algorithms``
+    lists them: step sizes, coefficients, exploration), never what shapes a network or a
+    buffer."""
 
 
 class SpecEnvelope(BaseModel):
@@ -238,8 +261,11 @@ class SpecEnvelope(BaseModel):
     ``non-finite loss at step N: learner/<name> = nan``; ``false`` trains on regardless (such a
     value is stored as ``null``)."""
     init: InitSpec | None = None
-    """Start from another run's checkpoint (a warm start) instead of fresh networks; omitted: a
-    fresh start."""
+    """Start from another run's checkpoint (a warm start, or ``what: run`` to continue it)
+    instead of fresh networks; omitted: a fresh start."""
+    schedule: list[ScheduleChange] = Field(default_factory=list, max_length=MAX_SCHEDULE_CHANGES)
+    """Hyperparameters that change during the run, in increasing ``at_step`` order (a PBT
+    member's schedule, ``core.sweeps.pbt``); empty: ``hyperparameters`` hold throughout."""
 
 
 class SpecEdit(BaseModel):
@@ -266,6 +292,15 @@ class ExperimentSpec(SpecEnvelope):
     def config(self) -> AlgorithmConfig:
         """The typed, frozen config this spec's hyperparameters describe."""
         return entry(self.algorithm).config.model_validate(self.hyperparameters)
+
+    def config_at(self, step: int) -> AlgorithmConfig:
+        """The config the run trains with from env step ``step`` on: ``hyperparameters`` with
+        every ``schedule`` change at or before ``step``."""
+        values = dict(self.hyperparameters)
+        for change in self.schedule:
+            if change.at_step <= step:
+                values.update(change.hyperparameters)
+        return entry(self.algorithm).config.model_validate(values)
 
 
 def _dotted(prefix: str, loc: Sequence[int | str]) -> str:

@@ -2,8 +2,11 @@
 
 It resolves the device, seeds everything, builds the envs and the learner from the registry, and
 hands a ``RunContext`` to the runner of the algorithm's kind; the runner reports through the hooks.
-Resuming loads a checkpoint's full state and continues on the same step axis; a warm start
-(``spec.init``) loads another run's networks into a fresh run (``learners.warm_start``).
+Resuming loads a checkpoint's full state and continues on the same step axis (a spec whose
+``init.what`` is ``run`` continues another run's checkpoint the same way); a warm start
+(``spec.init``) loads another run's networks into a fresh run (``learners.warm_start``). A
+``spec.schedule`` changes hyperparameters between iterations (``reconfigure``); a resumed run's
+learner is built with the config its schedule holds at the checkpoint's step.
 
 Seeds: the learner's networks and exploration derive from ``spec.seed``; the runner's generator is
 the ``"runner"`` stream; training episodes are seeded from ``(seed, copy, episode)`` and evaluation
@@ -86,10 +89,17 @@ def observation_device(spec: ExperimentSpec, device: str) -> str | None:
 
 
 def _run_context(
-    spec: ExperimentSpec, hooks: TrainingHooks, env: VecEnv, eval_env: VecEnv, device: str
+    spec: ExperimentSpec,
+    hooks: TrainingHooks,
+    env: VecEnv,
+    eval_env: VecEnv,
+    device: str,
+    step: int,
 ) -> RunContext:
+    """The context of a run that starts at env step ``step`` (0, or a resumed checkpoint's), its
+    learner built with the config the schedule holds there."""
     algo = entry(spec.algorithm)
-    config = spec.config()
+    config = spec.config_at(step)
     learner = algo.learner_class(spec.backend)(config, env.info, device, spec.seed)
     return RunContext(
         spec=spec,
@@ -102,6 +112,20 @@ def _run_context(
         device=device,
         rng=rng.generator(spec.seed, "runner"),
     )
+
+
+def reconfigure(ctx: RunContext, step: int) -> None:
+    """Take the schedule's config for env step ``step``: a learner built with it, holding the
+    current learner's whole state (``state``/``load_state``, the very round trip a resumed run
+    makes through its checkpoint), replaces the current one. Rebuilding rather than setting
+    values in place keeps every backend's learner as it is: a learner reads its config only when
+    it is built."""
+    config = ctx.spec.config_at(step)
+    learner = ctx.entry.learner_class(ctx.spec.backend)(
+        config, ctx.env.info, ctx.device, ctx.spec.seed
+    )
+    learner.load_state(ctx.learner.state())
+    ctx.learner, ctx.config = learner, config
 
 
 def train(
@@ -131,7 +155,9 @@ def train(
         # Evaluation is occasional: its copies step in process, never in worker processes.
         eval_seed = rng.derive_seed(spec.seed, "eval")
         eval_env = make_vec_env(spec.env, eval_seed, num_envs=eval_copies, workers=0)
-        ctx = _run_context(spec, hooks, env, eval_env, device)
+        start = 0 if resume_from is None else checkpoint.read_manifest(resume_from).step
+        ctx = _run_context(spec, hooks, env, eval_env, device, start)
+        ctx.reconfigure = reconfigure
         if resume_from is not None:
             _resume(ctx, Path(resume_from))
             if on_resumed is not None:

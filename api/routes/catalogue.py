@@ -73,6 +73,7 @@ def list_algorithms() -> list[AlgorithmOut]:
             suites=sorted(e.suites),
             environments=_environments(e),
             hyperparameters=e.config.model_json_schema(),
+            mutable_hyperparameters=list(e.config.mutable_fields),
         )
         for e in entries()
     ]

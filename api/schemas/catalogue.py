@@ -63,3 +63,8 @@ class AlgorithmOut(BaseModel):
         description="JSON Schema of its hyperparameters: each property's `description` is the "
         "config field's docstring and its `default` the default on no particular env."
     )
+    mutable_hyperparameters: list[str] = Field(
+        description="The hyperparameters a run may change while it trains: a spec's `schedule` "
+        "and a PBT search's explore step may set these and no others (the rest shape a network "
+        "or a buffer, or are read by the training loop)."
+    )

@@ -3,7 +3,8 @@
 A spec's ``init`` names a run of the same project and one of its checkpoints (``latest``, ``best``
 or an id). Before anything is stored, ``resolve`` finds the run and the checkpoint, checks the
 spec's fit to that run's (``learners.admission.warm_fit``: the algorithm, the env's spaces, the
-network hyperparameters) and returns the spec with the checkpoint's id in place of ``latest`` or
+network hyperparameters; for ``what: run``, a continuation, that the spec describes that run up
+to the checkpoint's step) and returns the spec with the checkpoint's id in place of ``latest`` or
 ``best``, so the stored spec names exactly what the run starts from; each refusal is a
 ``SpecError`` naming the field. ``columns`` gives the experiment row's copy of the link, which
 keeps that checkpoint from its run's pruning (``CheckpointRepository.beyond``) and lets a record
@@ -20,7 +21,13 @@ from sqlalchemy.orm import Session
 
 from core.experiments.checkpoints import CheckpointRepository
 from core.experiments.repository import ExperimentRepository
-from learners.api import ExperimentSpec, FieldError, SpecError, init_fit_errors
+from learners.api import (
+    ExperimentSpec,
+    FieldError,
+    SpecError,
+    continue_fit_errors,
+    init_fit_errors,
+)
 
 
 def resolve(session: Session, project_id: str, spec: ExperimentSpec) -> ExperimentSpec:
@@ -53,7 +60,10 @@ def resolve(session: Session, project_id: str, spec: ExperimentSpec) -> Experime
         raise SpecError([FieldError("init.checkpoint_id", missing)])
     try:
         parent_spec = ExperimentSpec.model_validate(parent.spec)
-        errors = init_fit_errors(parent_spec, spec)
+        if init.what == "run":
+            errors = continue_fit_errors(parent_spec, spec, row.step)
+        else:
+            errors = init_fit_errors(parent_spec, spec)
     except (ValidationError, ValueError, TypeError) as exc:
         # A stored spec this code no longer reads, or an env that refuses its kwargs now.
         reason = f"experiment {parent.id}'s spec cannot be checked against this one: {exc}"

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from learners.admission.envs import engine_errors, suite_errors, validate_env
+from learners.admission.schedule import schedule_errors
 from learners.backends import GPU_BACKENDS
 from learners.enums import Device, EnvEngine, EnvSuite
 from learners.registry import AlgorithmEntry, entry
@@ -144,9 +145,12 @@ def parse_spec(data: Mapping[str, Any]) -> ExperimentSpec:
     errors.extend(_nul_errors(envelope.env.kwargs, "env.kwargs"))
     if errors:
         raise SpecError(errors)
-    return ExperimentSpec.model_validate(
+    spec = ExperimentSpec.model_validate(
         {**envelope.model_dump(mode="json"), "hyperparameters": hyperparameters}
     )
+    if errors := schedule_errors(spec):
+        raise SpecError(errors)
+    return spec
 
 
 def parse_edit(data: Any) -> dict[str, Any]:

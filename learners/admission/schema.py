@@ -41,7 +41,11 @@ BEYOND_THE_SCHEMA = (
     "together, e.g. more pursuit agents than its grid has room for, and the estimated memory of "
     "the run against the "
     "server's per-run budget), and the server's limits on the checkpoints a run writes "
-    "(`total_steps / checkpoint.every_steps`) and keeps (`checkpoint.keep_last`)."
+    "(`total_steps / checkpoint.every_steps`) and keeps (`checkpoint.keep_last`). A "
+    "`schedule`'s changes are checked against the rest of the spec: their `at_step` below "
+    "`total_steps`, increasing, and a multiple of the steps between two updates; their "
+    "`hyperparameters` only the algorithm's mutable ones (`GET /v1/algorithms`), with valid "
+    "values."
 )
 
 

@@ -92,3 +92,47 @@ def _json(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return "null" if value is None else repr(value) if isinstance(value, str) else str(value)
+
+
+def continue_fit_errors(
+    parent: ExperimentSpec, spec: ExperimentSpec, step: int
+) -> list[FieldError]:
+    """Why ``spec`` cannot continue (``init.what: run``) the run of ``parent`` from its
+    checkpoint at env step ``step``; ``[]`` when it can. The spec must describe that run up to
+    the checkpoint, so that the same spec without ``init`` trains the same weights in one run:
+    the same algorithm, env, seed and hyperparameters, and the same schedule before ``step``;
+    what it changes from ``step`` on is its own. Builds nothing."""
+    if spec.init is None:
+        return []
+    of = f"experiment {spec.init.experiment_id}"
+    why = "a continued run is that run up to the checkpoint"
+    errors = []
+    for field, mine, theirs in (
+        ("algorithm", spec.algorithm, parent.algorithm),
+        ("env", spec.env.model_dump(mode="json"), parent.env.model_dump(mode="json")),
+        ("seed", spec.seed, parent.seed),
+        ("hyperparameters", spec.hyperparameters, parent.hyperparameters),
+    ):
+        if mine != theirs:
+            shown = theirs if field in ("algorithm", "seed") else "as in that run's spec"
+            errors.append(FieldError(field, f"must be {shown}, as in {of}: {why}"))
+    if parent.init is not None and parent.init.what != "run":
+        errors.append(
+            FieldError(
+                "init.experiment_id",
+                f"{of} was warm-started from another run: only a fresh run or a continued one "
+                "can be continued (one spec could not describe both starts)",
+            )
+        )
+    before = [c.model_dump(mode="json") for c in spec.schedule if c.at_step < step]
+    theirs_before = [c.model_dump(mode="json") for c in parent.schedule if c.at_step < step]
+    if before != theirs_before:
+        reason = (
+            f"the changes before step {step:,} must be those of {of} (its checkpoint was trained "
+            "with them); this run's own start at that step or later"
+        )
+        errors.append(FieldError("schedule", reason))
+    if spec.total_steps <= step:
+        reason = f"must be above {step:,}, the step of the checkpoint it continues"
+        errors.append(FieldError("total_steps", reason))
+    return errors

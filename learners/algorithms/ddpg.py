@@ -44,6 +44,14 @@ class DDPGConfig(AlgorithmConfig):
     env_defaults: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
     policy_fields: ClassVar[tuple[str, ...]] = ("hidden_sizes",)
     network_fields: ClassVar[tuple[str, ...]] = ("hidden_sizes",)
+    mutable_fields: ClassVar[tuple[str, ...]] = (
+        "learning_rate_actor",
+        "learning_rate_critic",
+        "gamma",
+        "tau",
+        "exploration_noise",
+        "max_grad_norm",
+    )
 
     learning_rate_actor: float = Field(default=1e-3, gt=0, le=1)
     """Adam step size of the actor."""

@@ -64,6 +64,10 @@ class MADDPGConfig(DDPGConfig):
 
     policy_fields: ClassVar[tuple[str, ...]] = ("hidden_sizes", "share_parameters")
     network_fields: ClassVar[tuple[str, ...]] = (*policy_fields, "centralised_critic")
+    mutable_fields: ClassVar[tuple[str, ...]] = (
+        *DDPGConfig.mutable_fields,
+        "gumbel_temperature",
+    )
 
     share_parameters: bool = True
     """One actor and one critic per team, shared by the team's agents and told apart by one-hot

@@ -76,6 +76,17 @@ class PPOConfig(AlgorithmConfig):
         "rnn_hidden_size",
     )
     network_fields: ClassVar[tuple[str, ...]] = (*policy_fields, "value_norm")
+    mutable_fields: ClassVar[tuple[str, ...]] = (
+        "learning_rate",
+        "gamma",
+        "gae_lambda",
+        "clip_eps",
+        "value_clip_eps",
+        "value_coef",
+        "entropy_coef",
+        "max_grad_norm",
+    )
+    horizon_fields: ClassVar[tuple[str, ...]] = ("linear_lr_decay",)
     centralised_critic: ClassVar[bool]
     """Whether the critic sees the global state (MAPPO) or only the agent's observation (IPPO)."""
 

@@ -71,6 +71,14 @@ class WQMIXConfig(AlgorithmConfig):
         "central_mixer_layers",
         "central_mixer_value",
     )
+    mutable_fields: ClassVar[tuple[str, ...]] = (
+        "learning_rate",
+        "gamma",
+        "alpha",
+        "epsilon_start",
+        "epsilon_end",
+        "max_grad_norm",
+    )
 
     weighting: Literal["ow", "cw"] = "ow"
     """``ow``: optimistic weighting (full weight where Q_tot < target); ``cw``: central weighting

@@ -18,6 +18,10 @@ averaged over the same episodes. A one-team env gets no such series (it would re
 A checkpoint keeps what the next report would average, noted so far (``report/...`` tensors), so a
 resumed run's reports average the same episodes and updates as an uninterrupted run's.
 
+A spec's ``schedule`` is applied by ``Loop.tick`` between iterations: at a change's step, after
+that step's evaluation and checkpoint, the context's learner is rebuilt with the new config and
+the old one's state (``RunContext.reconfigure``).
+
 Every update's losses (its stats named ``loss`` or ``loss_...``) are checked as they arrive: a NaN
 or infinite one ends the run with ``NonFiniteLoss`` at that step, after reporting what was noted
 before it, unless the spec turns the guard off (``fail_on_nonfinite_loss``).
@@ -79,6 +83,9 @@ class RunContext:
     ``take_resume``; the learner's state and ``rng`` are already loaded from them."""
     report_window: Tensors | None = None
     """A resumed run's checkpoint tensors of its report window (``Reporter.window``)."""
+    reconfigure: Callable[[RunContext, int], None] | None = None
+    """Replaces ``learner`` and ``config`` with the schedule's for a step, keeping the learner's
+    state (``learners.training.reconfigure``); runners read both from the context each time."""
 
     def take_resume(self) -> tuple[Tensors, dict[str, Any]] | None:
         """The checkpoint's tensors and the runner's counters when resuming, once: the context
@@ -303,6 +310,9 @@ class Loop:
         self._checkpoint = Every(ctx.spec.checkpoint.every_steps, ctx.step)
         self._last_eval: int | None = None
         self._last_checkpoint = ctx.step if ctx.resumed else None
+        # The schedule's changes still ahead: the learner was built with those at or before the
+        # step the run starts from.
+        self._changes = sorted({c.at_step for c in ctx.spec.schedule if c.at_step > ctx.step})
         self.stopped = False
 
     @property
@@ -356,10 +366,34 @@ class Loop:
             self.save_checkpoint()
         if self.done:
             return True
+        self._apply_schedule(step)
         if self._ctx.hooks.should_stop():
             self._ctx.hooks.log("info", f"stop requested at step {step}: saving a final checkpoint")
             self.stopped = True
         return self.stopped
+
+    def _apply_schedule(self, step: int) -> None:
+        """Take the schedule's change due at ``step``, after this step's evaluation and
+        checkpoint: a run continued from that checkpoint (``init.what: run``) builds its
+        learner with the new values and the same state, so both train the same from here."""
+        if not self._changes or step < self._changes[0]:
+            return
+        while self._changes and self._changes[0] <= step:
+            self._changes.pop(0)
+        if self._ctx.reconfigure is None:
+            raise RuntimeError("the run has a schedule but no way to reconfigure its learner")
+        self._ctx.reconfigure(self._ctx, step)
+        changed = self._ctx.spec.config_at(step).model_dump()
+        self._ctx.hooks.log(
+            "info",
+            f"schedule: from step {step:,} the learner trains with "
+            + ", ".join(
+                f"{name}={changed[name]}"
+                for c in self._ctx.spec.schedule
+                if c.at_step == step
+                for name in c.hyperparameters
+            ),
+        )
 
     def finish(self) -> None:
         """The end of a run: a final evaluation (unless it was stopped), report and checkpoint.

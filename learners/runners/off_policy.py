@@ -128,14 +128,13 @@ class OffPolicyRunner:
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
+        # The runner reads only what a schedule cannot change (``AlgorithmConfig.mutable_fields``).
         self.config: OffPolicyConfig = ctx.config  # type: ignore[assignment]
-        self.learner: OffPolicyLearner = ctx.learner
         info = ctx.env.info
         self.buffer: ReplayBuffer | EpisodeBuffer
-        self.recurrent: RecurrentOffPolicyLearner | None = None
-        if trains_on_episodes(ctx.config, ctx.learner):
+        self.episodic = trains_on_episodes(ctx.config, ctx.learner)
+        if self.episodic:
             episodic: EpisodicConfig = ctx.config  # type: ignore[assignment]
-            self.recurrent = ctx.learner
             self.buffer = EpisodeBuffer(info, episodic.episode_buffer_size)
             self.batch_size = episodic.episode_batch_size
         else:
@@ -156,6 +155,18 @@ class OffPolicyRunner:
             self.updates = int(counters["updates"])
             episode_index = np.asarray(counters["episode_index"], np.int64)
         self.obs = ctx.env.reset(episode_index=episode_index)
+
+    @property
+    def learner(self) -> OffPolicyLearner:
+        """The context's learner (a schedule's change replaces it, ``RunContext.reconfigure``)."""
+        learner: OffPolicyLearner = self.ctx.learner
+        return learner
+
+    @property
+    def recurrent(self) -> RecurrentOffPolicyLearner | None:
+        """The learner, when it trains recurrent agents on whole episodes; else None."""
+        learner: RecurrentOffPolicyLearner = self.ctx.learner
+        return learner if self.episodic else None
 
     def state(self) -> RunnerState:
         counters: dict[str, JsonValue] = {

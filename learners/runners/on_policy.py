@@ -67,8 +67,8 @@ class OnPolicyRunner:
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
+        # The runner reads only what a schedule cannot change (``AlgorithmConfig.mutable_fields``).
         self.config: PPOConfig = ctx.config  # type: ignore[assignment]
-        self.learner: OnPolicyLearner = ctx.learner
         self.hidden_size = self.config.rnn_hidden_size if self.config.recurrent else None
         self.buffer = self._new_buffer(self.config.rollout_length)
         episode_index = None
@@ -76,6 +76,12 @@ class OnPolicyRunner:
             episode_index = np.asarray(resume[1]["episode_index"], np.int64)
         self.obs = ctx.env.reset(episode_index=episode_index)
         self.memory = self.learner.initial_memory(ctx.env.info.num_envs)
+
+    @property
+    def learner(self) -> OnPolicyLearner:
+        """The context's learner (a schedule's change replaces it, ``RunContext.reconfigure``)."""
+        learner: OnPolicyLearner = self.ctx.learner
+        return learner
 
     def state(self) -> RunnerState:
         counters: dict[str, JsonValue] = {

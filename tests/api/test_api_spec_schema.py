@@ -33,6 +33,14 @@ BEYOND_THE_SCHEMA = [
     ("checkpoint.every_steps", "MARLFORGE_RUN_MAX_CHECKPOINTS"),  # total_steps / every_steps
     ("checkpoint.keep_last", "MARLFORGE_RUN_MAX_CHECKPOINT_MB"),  # kept times a checkpoint's size
     ("init.experiment_id", "in this project"),  # a warm start names a run the project must have
+    # A schedule's changes against the rest of the spec: steps against total_steps and the
+    # steps between updates, names and values against the algorithm's mutable hyperparameters.
+    ("schedule.", "below total_steps"),
+    ("schedule.", "multiple of"),
+    ("schedule.", "must increase"),
+    ("schedule.", "is not a hyperparameter of"),
+    ("schedule.", "cannot change during a run of"),
+    ("schedule.", "Input should"),
 ]
 
 

@@ -162,6 +162,9 @@ def _train(
         init_from = None
         if resume_from is None:
             init_from = prepare_init(spec, session_factory, storage, hooks, parent_copy)
+            if init_from is not None and spec.init is not None and spec.init.what == "run":
+                # A continuation resumes the other run's checkpoint, on its step axis.
+                resume_from, init_from = init_from, None
         # A copy goes once the run has loaded it: a checkpoint holds a replay buffer's worth.
         train(
             spec,

@@ -1,7 +1,9 @@
 """The checkpoint a warm-started run begins from (``spec.init``): fetched from the store when the
 run starts without a checkpoint of its own, checked against its record (sha256), and this host's
 copy removed once the run has loaded it. A run that has a checkpoint of its own resumes from it
-instead (``workers.runs.resume``): the warm start happened at its first start."""
+instead (``workers.runs.resume``): the warm start happened at its first start. A continuation
+(``init.what: run``) is handed to ``train`` as a checkpoint to resume (``workers.runs.job``): the
+run goes on from the other run's step, with the other run's whole state."""
 
 from __future__ import annotations
 
