@@ -71,7 +71,13 @@ MetricQuery = Annotated[
     '`early_stopping.rungs`. With `search` (`{"method": "tpe", "trials": N}`) the '
     "configurations are not drawn up front: each is proposed by TPE over `space.random` from the "
     "results so far as room frees up under `max_concurrent`, and the corners of the space are "
-    "checked at submission instead (a 422 names `space.random.<path>` and the value). A sweep "
+    "checked at submission instead (a 422 names `space.random.<path>` and the value). With "
+    '`search` `{"method": "pbt", "population": N, "round_steps": K}` N members train in '
+    "rounds of K steps (round 0 drawn from `space.random`, member m with seed `space.seed + m`); "
+    "after each round the bottom `quantile` continues a top member's checkpoint with its "
+    "values perturbed, each round a run that continues a checkpoint (`init.what: run`) with "
+    "the member's whole `schedule`, listed with its lineage in `configurations`. Only the "
+    "algorithm's mutable hyperparameters may be searched (a 422 names the others). A sweep "
     "counts as one "
     "submission towards the project's rate; one whose runs' estimated checkpoints would take the "
     "project past `MARLFORGE_PROJECT_MAX_ARTIFACT_MB` is a 429. `Idempotency-Key` works as on "

@@ -18,12 +18,29 @@ Interval = tuple[float, float]
 class ConfigurationOut(BaseModel):
     """One point of the search space."""
 
-    key: str = Field(description="Its key within the sweep: `c0`, `c1`...")
+    key: str = Field(
+        description="Its key within the sweep: `c0`, `c1`...; a PBT member's round `m3.r2`."
+    )
     params: dict[str, Any] = Field(description="The value of each swept spec path.")
     refused: str | None = Field(
         default=None,
         description="Why a configuration a search proposed has no runs (they would be refused "
         "as a submission is); null otherwise.",
+    )
+    member: int | None = Field(
+        default=None, description="PBT: the member this round belongs to; null otherwise."
+    )
+    round: int | None = Field(default=None, description="PBT: the round, from 0; null otherwise.")
+    continues: str | None = Field(
+        default=None,
+        description="PBT: the configuration (a member's earlier round) whose final checkpoint "
+        "this round's run continues: the member's own last round, or, when it was exploited, "
+        "a top member's; null in round 0. Together they are the population's lineage tree.",
+    )
+    exploited: bool | None = Field(
+        default=None,
+        description="PBT: whether the member copied another's checkpoint for this round, its "
+        "values explored from that member's; null otherwise.",
     )
 
 
@@ -38,8 +55,9 @@ class SweepOut(BaseModel):
         "failed; the others' results stand) or `cancelled`."
     )
     proposing: bool = Field(
-        description="Whether its `search` (tpe) will propose more configurations; false for a "
-        "grid or random sweep, whose configurations are all listed from the start."
+        description="Whether its `search` will propose more configurations (tpe) or rounds "
+        "(pbt); false for a grid or random sweep, whose configurations are all listed from the "
+        "start."
     )
     runs: dict[str, int] = Field(
         description="How many of its runs are in each status, and `total`."

@@ -47,7 +47,7 @@ def propose_runs(session: Session, sweep: Sweep, admit: Admit, room: int) -> lis
     """Propose configurations until the pending runs fill ``room`` or the search has proposed
     all its trials; the new runs' ids (staged, not committed)."""
     spec = SweepSpec.model_validate(sweep.spec)
-    search = spec.search
+    search = spec.model_search
     if search is None or not sweep.proposing:
         return []
     repo = SweepRepository(session)

@@ -9,7 +9,8 @@ is taken within that interval. The sweep's row is locked while it counts and mov
 processes never start more than the limit. A broker that refuses a run puts it, and the runs of the
 pass not yet handed over, back to ``pending`` (a sweep is not failed by a broker outage); the
 scheduler tries again a minute later. A sweep whose model-based search is still proposing gets its
-next configurations first (``core.sweeps.proposals``), when it is given what admits a run.
+next configurations first (``core.sweeps.proposals``), and a PBT search its next round once the
+last one has ended (``core.sweeps.generations``), when it is given what admits a run.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from core.experiments import service as experiments
 from core.experiments.repository import ExperimentRepository
 from core.lifecycle import transition
 from core.quotas import ACTIVE_STATUSES
+from core.sweeps.generations import next_round
 from core.sweeps.proposals import Admit, propose_runs
 from core.sweeps.repository import SweepRepository
 
@@ -56,7 +58,10 @@ def advance(
     project_active = ExperimentRepository(session).count_active(sweep.project_id, ACTIVE_STATUSES)
     free = min(sweep.max_concurrent - active, project_max_active - project_active)
     if admit is not None and sweep.proposing:
-        propose_runs(session, sweep, admit, max(free, 0))
+        if (sweep.spec.get("search") or {}).get("method") == "pbt":
+            next_round(session, sweep, admit)
+        else:
+            propose_runs(session, sweep, admit, max(free, 0))
     started: list[str] = []
     for run_id in sweeps.run_ids(sweep_id, [S.PENDING])[: max(free, 0)]:
         reason = (

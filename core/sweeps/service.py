@@ -27,6 +27,7 @@ from core.idempotency import service as idempotency
 from core.ids import new_id
 from core.lifecycle import transition
 from core.models import Experiment, Sweep
+from core.sweeps import pbt
 from core.sweeps.repository import RunCounts, SweepRepository
 from core.sweeps.space import Child, Expansion, SweepSpec
 
@@ -112,7 +113,7 @@ def submit(
         created_by_key_id=actor.key_id if actor is not None else None,
         name=name,
         spec=stored,
-        configurations=[{"key": c.key, "params": c.params} for c in expansion.configurations],
+        configurations=[c.stored() for c in expansion.configurations],
         seeds=expansion.seeds,
         max_concurrent=spec.max_concurrent,
         proposing=spec.search is not None,
@@ -207,6 +208,19 @@ def cancel(session: Session, sweep_id: str, actor: Actor | None = None) -> list[
     return changed
 
 
+def searched_all(sweep: Sweep) -> bool:
+    """Whether the sweep's search has proposed all it will: a tpe search its trials, a pbt
+    search its last round (a grid or random sweep proposes nothing)."""
+    spec = SweepSpec.model_validate(sweep.spec)
+    if (population := spec.population) is not None:
+        last = max((int(c.get("round", 0)) for c in sweep.configurations), default=0)
+        total = spec.base.get("total_steps")
+        return last >= pbt.rounds(population, total if isinstance(total, int) else 0) - 1
+    if (search := spec.model_search) is not None:
+        return len(sweep.configurations) >= search.trials
+    return True
+
+
 def resume(session: Session, sweep_id: str, actor: Actor | None = None) -> list[str]:
     """Put every cancelled or failed run of the sweep back to ``pending`` (each continues from its
     latest checkpoint when started); the caller then starts what fits. The ids changed."""
@@ -216,8 +230,8 @@ def resume(session: Session, sweep_id: str, actor: Actor | None = None) -> list[
     sweep = SweepRepository(session).lock(sweep_id)
     search = (sweep.spec.get("search") if sweep is not None else None) or None
     if sweep is not None and search is not None:
-        # A search goes on proposing where it stopped, up to its trials.
-        sweep.proposing = len(sweep.configurations) < int(search["trials"])
+        # A search goes on proposing where it stopped: up to its trials, or its last round.
+        sweep.proposing = not searched_all(sweep)
     for run_id in SweepRepository(session).run_ids(sweep_id, sorted(RESUMABLE_STATUSES)):
         reason = f"resumed{by} with sweep {sweep_id}; waits for a slot of its max_concurrent"
         moved = transition(

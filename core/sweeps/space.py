@@ -20,19 +20,21 @@ touches a database.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import json
 import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, ValidationError
 
-from core.sweeps import tpe
+from core.sweeps import pbt, tpe
 from core.sweeps.asha import EarlyStopping, rung_errors
+from core.sweeps.distributions import sampler
 from learners.api import (
     ExperimentSpec,
     FieldError,
@@ -68,6 +70,19 @@ class SearchSpace(BaseModel):
     """Seeds the random draws: the same space and seed give the same configurations."""
 
 
+def _method(value: Any) -> str:
+    """A ``search``'s method; ``tpe`` when left out (as before PBT)."""
+    if isinstance(value, Mapping):
+        return str(value.get("method", "tpe"))
+    return str(getattr(value, "method", "tpe"))
+
+
+Search = Annotated[
+    Annotated[tpe.ModelSearch, Tag("tpe")] | Annotated[pbt.PopulationSearch, Tag("pbt")],
+    Discriminator(_method),
+]
+
+
 class SweepSpec(BaseModel):
     """What ``POST /v1/sweeps`` takes."""
 
@@ -89,10 +104,21 @@ class SweepSpec(BaseModel):
     early_stopping: EarlyStopping | None = None
     """Stop runs of configurations that fall behind at the rungs (``core.sweeps.asha``); null:
     every run trains its whole budget."""
-    search: tpe.ModelSearch | None = None
+    search: Search | None = None
     """Propose configurations one by one from the results so far (``{"method": "tpe", "trials":
-    N}``, ``core.sweeps.tpe``) over ``space.random``; null: the grid and the random draws, all
-    at submission."""
+    N}``, ``core.sweeps.tpe``) over ``space.random``, or train a population whose members copy
+    and perturb the best after each round (``{"method": "pbt", "population": N, "round_steps":
+    K}``, ``core.sweeps.pbt``); null: the grid and the random draws, all at submission."""
+
+    @property
+    def population(self) -> pbt.PopulationSearch | None:
+        """The PBT search, if the sweep is one."""
+        return self.search if isinstance(self.search, pbt.PopulationSearch) else None
+
+    @property
+    def model_search(self) -> tpe.ModelSearch | None:
+        """The model-based search, if the sweep is one."""
+        return self.search if isinstance(self.search, tpe.ModelSearch) else None
 
 
 @dataclass(frozen=True)
@@ -101,6 +127,13 @@ class Configuration:
 
     key: str
     params: dict[str, Any]
+    lineage: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """A PBT member's round: ``member``, ``round``, ``continues`` (the configuration whose
+    checkpoint it continues, null in round 0) and ``exploited`` (``core.sweeps.pbt``)."""
+
+    def stored(self) -> dict[str, Any]:
+        """The configuration as the sweep's row keeps it."""
+        return {"key": self.key, "params": self.params, **self.lineage}
 
 
 @dataclass(frozen=True)
@@ -132,10 +165,18 @@ def parse_sweep(data: Any) -> SweepSpec:
     try:
         sweep = SweepSpec.model_validate_json(json.dumps(dict(data)), strict=True)
     except ValidationError as exc:
-        raise SpecError(errors_from_validation(exc)) from None
+        raise SpecError([_untagged(e) for e in errors_from_validation(exc)]) from None
     errors = _seed_errors(sweep.seeds) + _path_errors(sweep)
     errors += [e for path, d in sweep.space.random.items() for e in _distribution_errors(path, d)]
-    if sweep.search is not None:
+    if sweep.population is not None:
+        errors += pbt.search_errors(
+            sweep.space.random,
+            sweep.space.grid,
+            "num_samples" in sweep.space.model_fields_set,
+            "seeds" in sweep.model_fields_set,
+            sweep.early_stopping is not None,
+        )
+    elif sweep.search is not None:
         errors += tpe.search_errors(
             sweep.space.random,
             sweep.space.grid,
@@ -149,15 +190,32 @@ def parse_sweep(data: Any) -> SweepSpec:
     return sweep
 
 
+def _untagged(error: FieldError) -> FieldError:
+    """``search.population``, not pydantic's ``search.pbt.population``: the method's tag is not
+    a field of the sweep."""
+    if error.field == "search" and "expected tags" in error.reason:
+        return FieldError("search.method", "must be tpe or pbt")
+    for tag in ("tpe", "pbt"):
+        if error.field.startswith(f"search.{tag}."):
+            return FieldError("search." + error.field.removeprefix(f"search.{tag}."), error.reason)
+    return error
+
+
 def seeds_of(sweep: SweepSpec) -> list[int]:
-    """The sweep's seeds as a list."""
+    """The sweep's seeds as a list (a PBT search's: its members', ``pbt.member_seed``)."""
+    if (population := sweep.population) is not None:
+        return [pbt.member_seed(sweep.space.seed, m) for m in range(population.population)]
     return list(range(sweep.seeds)) if isinstance(sweep.seeds, int) else list(sweep.seeds)
 
 
 def run_count(sweep: SweepSpec) -> int:
     """How many runs the sweep stands for (without building them)."""
-    if sweep.search is not None:
-        return sweep.search.trials * len(seeds_of(sweep))
+    if (population := sweep.population) is not None:
+        total = sweep.base.get("total_steps")
+        per_member = total // population.round_steps if isinstance(total, int) else 1
+        return population.population * max(per_member, 1)
+    if (search := sweep.model_search) is not None:
+        return search.trials * len(seeds_of(sweep))
     grid = math.prod(len(values) for values in sweep.space.grid.values())
     draws = sweep.space.num_samples if sweep.space.random else 1
     return grid * draws * len(seeds_of(sweep))
@@ -197,6 +255,7 @@ def expand(
     swept: dict[tuple[str, str], FieldError] = {}
     unswept: dict[tuple[str, str], dict[str, Configuration]] = {}
     children: list[Child] = []
+    first: ExperimentSpec | None = None
     # A search's corners are checked with one seed: a spec's seed decides nothing they check, and
     # corners × seeds could be thousands of checks in one request.
     for seed in seeds[:1] if proposed else seeds:
@@ -214,6 +273,7 @@ def expand(
                     else:
                         unswept.setdefault((error.field, error.reason), {})[config.key] = config
                 continue
+            first = first or parsed
             if sweep.early_stopping is not None:
                 for error in rung_errors(sweep.early_stopping, parsed):
                     swept.setdefault((error.field, error.reason), error)
@@ -224,9 +284,42 @@ def expand(
     base = copy.deepcopy(dict(sweep.base))
     if children and children[0].spec.get("init") is not None:
         base["init"] = children[0].spec["init"]
+    if (population := sweep.population) is not None and first is not None:
+        if errors := pbt.spec_errors(population, sweep.space.random, first):
+            raise SpecError(errors[:MAX_ERRORS])
+        members, children = _first_round(sweep, population, name, check)
+        return Expansion(configurations=members, seeds=seeds, children=children, base=base)
     if proposed:
         return Expansion(configurations=[], seeds=seeds, children=[], base=base)
     return Expansion(configurations=configs, seeds=seeds, children=children, base=base)
+
+
+def _first_round(
+    sweep: SweepSpec,
+    population: pbt.PopulationSearch,
+    name: str,
+    check: Callable[[ExperimentSpec], ExperimentSpec] | None,
+) -> tuple[list[Configuration], list[Child]]:
+    """A PBT search's round 0: ``population`` draws of ``space.random``, member ``m`` with its
+    seed, each run one round long."""
+    draws = _draws(sweep.space, population.population)
+    configs, children = [], []
+    base = {**sweep.base, "total_steps": population.round_steps}
+    for member, params in enumerate(draws):
+        lineage = {"member": member, "round": 0, "continues": None, "exploited": False}
+        config = Configuration(pbt.key(member, 0), params, lineage)
+        seed = pbt.member_seed(sweep.space.seed, member)
+        spec = child_spec(base, config, seed, f"{name} m{member} r0")
+        try:
+            parsed = parse_spec(spec)
+            if check is not None:
+                parsed = check(parsed)
+        except SpecError as exc:
+            located = [_locate(e, config, sweep.space) or e for e in exc.errors]
+            raise SpecError(located[:MAX_ERRORS]) from None
+        configs.append(config)
+        children.append(Child(config.key, seed, parsed.model_dump(mode="json")))
+    return configs, children
 
 
 def _base_errors(
@@ -343,27 +436,11 @@ def _distribution_errors(path: str, distribution: dict[str, Any]) -> list[FieldE
     return []
 
 
-def _draws(space: SearchSpace) -> list[dict[str, Any]]:
-    """``num_samples`` draws of every random path, reproducibly from ``space.seed``; floats kept to
-    six significant digits so that configurations read (and print) cleanly."""
+def _draws(space: SearchSpace, count: int | None = None) -> list[dict[str, Any]]:
+    """``count`` (else ``num_samples``) draws of every random path, reproducibly from
+    ``space.seed``; floats kept to six significant digits so that configurations read (and
+    print) cleanly."""
     rng = np.random.default_rng(space.seed)
-    samplers = {path: _sampler(d) for path, d in space.random.items()}
-    return [
-        {path: sample(rng) for path, sample in samplers.items()} for _ in range(space.num_samples)
-    ]
-
-
-def _sampler(distribution: dict[str, Any]) -> Callable[[np.random.Generator], Any]:
-    kind, args = next(iter(distribution.items()))
-    if kind == "choice":
-        return lambda rng: copy.deepcopy(args[int(rng.integers(len(args)))])
-    if kind == "int_uniform":
-        return lambda rng: int(rng.integers(args[0], args[1] + 1))
-    if kind == "log_uniform":
-        low, high = math.log(args[0]), math.log(args[1])
-        return lambda rng: _six(math.exp(rng.uniform(low, high)))
-    return lambda rng: _six(float(rng.uniform(args[0], args[1])))
-
-
-def _six(value: float) -> float:
-    return float(f"{value:.6g}")
+    samplers = {path: sampler(d) for path, d in space.random.items()}
+    draws = space.num_samples if count is None else count
+    return [{path: sample(rng) for path, sample in samplers.items()} for _ in range(draws)]
