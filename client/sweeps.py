@@ -96,7 +96,15 @@ def _submit(client: Client, args: argparse.Namespace) -> int:
         print(safe(created["id"]), flush=True)
         configs, seeds = len(created["configurations"]), len(created["seeds"])
         search = created["spec"].get("search")
-        if search:
+        if search and search.get("method") == "pbt":
+            members = int(search["population"])
+            rounds = int(created["spec"]["base"]["total_steps"]) // int(search["round_steps"])
+            plan = (
+                f"a pbt search of {members} members × {rounds} rounds of "
+                f"{int(search['round_steps']):,} steps = {members * rounds} runs, each round "
+                "decided when the last has ended"
+            )
+        elif search:
             trials = int(search["trials"])
             plan = (
                 f"a {search['method']} search of {trials} configurations × {seeds} seeds = "

@@ -238,3 +238,42 @@ def _csv_href(page: Page) -> str:
     href = page.tab.get_attribute("[data-action=csv]", "href")
     assert href is not None and href.endswith("/summary.csv?metric=eval%2Fepisode_return")
     return href
+
+
+def test_a_pbt_sweep_draws_its_lineage_tree(
+    page: Page, service: Api, tiny_spec: Callable[..., dict[str, Any]]
+) -> None:
+    """Two members, two rounds of 200 steps: the worse member of round 0 continues the better
+    one's checkpoint. The page draws four nodes, linked to their runs, and one exploit edge from
+    the better member's round 0 to the worse member's round 1."""
+    base = {k: v for k, v in tiny_spec(400, name="browser-pbt").items() if k != "seed"}
+    body = {
+        "name": "browser pbt",
+        "base": base,
+        "space": {"random": {SWEPT: {"log_uniform": [1e-4, 1e-2]}}, "seed": 3},
+        "max_concurrent": 2,
+        "search": {"method": "pbt", "population": 2, "round_steps": 200},
+    }
+    created = service.http.post("/v1/sweeps", json=body)
+    assert created.status_code == 201, created.text
+    sweep = _wait_for_sweep(service, created.json()["id"])
+    [copy] = [c for c in sweep["configurations"] if c["exploited"]]
+    assert copy["round"] == 1
+
+    page.open(f"#/sweeps/{sweep['id']}")
+    tab = page.tab
+    tab.locator("h1 .badge[data-status=succeeded]").wait_for()
+    tab.wait_for_function("() => document.querySelectorAll('#lineage [data-node]').length === 4")
+    assert "pbt: 2 members, round 2 of 2" in tab.inner_text("#sweep-header")
+    assert tab.locator("#lineage line.exploit").count() == 1
+    assert tab.locator("#lineage line.carry").count() == 1
+    edge = tab.locator("#lineage line.exploit").get_attribute("data-edge")
+    assert edge == f"{copy['continues']}>{copy['key']}"
+    runs = service.http.get("/v1/experiments", params={"sweep_id": sweep["id"]}).json()["items"]
+    run_of = {r["sweep_config"]: r["id"] for r in runs}
+    node = tab.locator(f"#lineage [data-node='{copy['key']}']")
+    assert node.get_attribute("href") == f"#/runs/{run_of[copy['key']]}"
+    node.hover()
+    readout = tab.inner_text("#lineage-readout")
+    assert f"copied {copy['continues']}" in readout and "learning_rate_actor=" in readout
+    page.screenshot("sweep-pbt-lineage")

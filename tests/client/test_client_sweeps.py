@@ -209,3 +209,27 @@ def test_a_sweep_that_does_not_exist_exits_3(
 ) -> None:
     done = marlforge("sweep", verb, MISSING, env=_env(live_server))
     assert done.returncode == 3 and "not_found" in done.stderr
+
+
+def test_a_pbt_sweep_is_submitted_with_its_plan(
+    live_server: LiveServer,
+    marlforge: Cli,
+    tiny_spec: Callable[..., dict[str, Any]],
+    tmp_path: Path,
+) -> None:
+    base = tiny_spec(total_steps=1200)
+    del base["seed"]
+    body = {
+        "name": "tiny pbt",
+        "base": base,
+        "space": {"random": {LR: {"log_uniform": [1e-4, 1e-2]}}},
+        "search": {"method": "pbt", "population": 3, "round_steps": 400},
+    }
+    env = _env(live_server)
+    done = marlforge("sweep", "submit", _write(tmp_path, "pbt.json", body), env=env)
+    assert done.returncode == 0, done.stderr
+    sweep_id = done.stdout.strip()
+    assert "a pbt search of 3 members × 3 rounds of 400 steps = 9 runs" in done.stderr
+    sweep = live_server.api.http.get(f"/v1/sweeps/{sweep_id}").json()
+    assert [c["key"] for c in sweep["configurations"]] == ["m0.r0", "m1.r0", "m2.r0"]
+    assert marlforge("sweep", "cancel", sweep_id, env=env).returncode == 0

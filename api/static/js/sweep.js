@@ -1,9 +1,11 @@
 // One sweep: where its runs stand (cancel and resume them together), its configurations ranked by
 // the IQM of their runs' final values with bootstrap intervals and P(best > it) (GET
-// /v1/sweeps/{id}/summary, also as CSV), each configuration's mean curve with its 95% band, and
-// one click from a configuration to its runs. Reread every few seconds while the sweep runs.
+// /v1/sweeps/{id}/summary, also as CSV), each configuration's mean curve with its 95% band, one
+// click from a configuration to its runs, and a PBT search's lineage tree (lineage.js). Reread
+// every few seconds while the sweep runs.
 
 import { LineChart, PALETTE } from "./chart.js";
+import { isPopulation, lineageCard } from "./lineage.js";
 import { canWrite } from "./session.js";
 import { REFRESH_MS, baseText, countsText, sizeText } from "./sweeps.js";
 import { ApiError, api, badge, fill, h, num, progressBar, when } from "./util.js";
@@ -47,7 +49,8 @@ export async function mount(root, params, id) {
   const problem = h("div", { class: "errors", role: "alert" });
   const table = h("table", { id: "configurations" });
   const chart = new LineChart({ title: metric, id: "curves" });
-  fill(root, header,
+  const lineage = h("div", { id: "lineage-slot" });
+  fill(root, header, lineage,
     h("div", { class: "card" },
       h("div", { class: "row spread" }, h("h2", {}, "Configurations"),
         h("div", { class: "row" }, h("label", { class: "small" }, "Metric ", metrics), csv)),
@@ -178,7 +181,12 @@ export async function mount(root, params, id) {
 
   async function reread() {
     [sweep] = await Promise.all([api(`/v1/sweeps/${id}`), loadRuns(), loadSummary()]);
-    drawHeader(); drawMetrics(); drawTable(); drawChart();
+    drawHeader(); drawMetrics(); drawTable(); drawChart(); drawLineage();
+  }
+
+  /** A PBT sweep's lineage tree, above its configurations. */
+  function drawLineage() {
+    if (isPopulation(sweep)) fill(lineage, lineageCard(sweep, runs));
   }
 
   await reread();

@@ -15,11 +15,17 @@ export function countsText(runs) {
   return [`${runs.succeeded || 0}/${runs.total} succeeded`, ...rest].join(", ");
 }
 
-/** "2 configurations × 3 seeds"; a search's "2 of 6 configurations (tpe) × 3 seeds". */
+/** "2 configurations × 3 seeds"; a search's "2 of 6 configurations (tpe) × 3 seeds"; a PBT
+ *  search's "pbt: 4 members, round 2 of 5". */
 export function sizeText(sweep) {
   const n = sweep.configurations.length, k = sweep.seeds.length;
   const seeds = `${k} seed${k === 1 ? "" : "s"}`;
   const search = sweep.spec.search;
+  if (search?.method === "pbt") {
+    const rounds = Math.floor(sweep.spec.base.total_steps / search.round_steps);
+    const round = Math.max(0, ...sweep.configurations.map((c) => c.round ?? 0));
+    return `pbt: ${search.population} members, round ${round + 1} of ${rounds}`;
+  }
   if (search) return `${n} of ${search.trials} configurations (${search.method}) × ${seeds}`;
   return `${n} configuration${n === 1 ? "" : "s"} × ${seeds}`;
 }
