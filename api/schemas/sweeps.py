@@ -62,7 +62,10 @@ class SweepOut(BaseModel):
     runs: dict[str, int] = Field(
         description="How many of its runs are in each status, and `total`."
     )
-    progress: Progress = Field(description="Its runs' steps together.")
+    progress: Progress = Field(
+        description="Its runs' steps together; a PBT search's: the steps its members have "
+        "trained out of all their budgets (every round, those to come included)."
+    )
     configurations: list[ConfigurationOut]
     seeds: list[int]
     max_concurrent: int = Field(description="At most this many runs queued or running at once.")
@@ -81,7 +84,7 @@ class SweepOut(BaseModel):
             name=sweep.name,
             status=view.status,
             runs={**runs, "total": counts.total},
-            progress=Progress.of(counts.step, counts.total_steps),
+            progress=Progress.of(*view.progress),
             configurations=[ConfigurationOut(**c) for c in sweep.configurations],
             seeds=sweep.seeds,
             max_concurrent=sweep.max_concurrent,

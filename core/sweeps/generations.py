@@ -103,6 +103,11 @@ def next_round(session: Session, sweep: Sweep, admit: Admit) -> list[str]:
     added = service.add_runs(
         session, sweep, children, f"round {following} of sweep {sweep.id}'s pbt search"
     )
+    # A continued run starts at its checkpoint's step, on its step axis.
+    for run_id in added:
+        run = session.get(Experiment, run_id)
+        if run is not None:
+            run.step = following * population.round_steps
     # A new list, so that the JSON column is written.
     sweep.configurations = [*sweep.configurations, *entries]
     sweep.proposing = not service.searched_all(sweep)

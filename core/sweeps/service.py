@@ -70,6 +70,19 @@ class SweepView:
             return SweepStatus.RUNNING  # more configurations to come
         return status_of(self.counts)
 
+    @property
+    def progress(self) -> tuple[int, int]:
+        """The env steps its runs have trained and will train, all together. A PBT search's runs
+        each train one round on from the step they continue (``core.sweeps.pbt``), and its
+        budget is every member's whole one, rounds to come included."""
+        counts, spec = self.counts, self.sweep.spec
+        search = spec.get("search") or {}
+        if search.get("method") != "pbt":
+            return counts.step, counts.total_steps
+        started = counts.total_steps - counts.total * int(search["round_steps"])
+        budget = int(search["population"]) * int(spec["base"]["total_steps"])
+        return min(max(counts.step - started, 0), budget), budget
+
 
 def get(session: Session, sweep_id: str, project_id: str | None = None) -> Sweep:
     """The sweep (of the project, when given), or NotFound."""

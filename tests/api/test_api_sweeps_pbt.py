@@ -17,7 +17,7 @@ from core.dispatch.queue import CeleryDispatcher
 from core.enums import ExperimentStatus
 from core.ids import new_id
 from core.lifecycle import transition
-from core.models import Checkpoint, MetricPointRow
+from core.models import Checkpoint, Experiment, MetricPointRow
 from core.settings import Settings
 from core.sweeps import proposals, scheduler
 
@@ -70,6 +70,9 @@ def _end(session: Session, run_id: str, step: int, final: float | None) -> str |
             eval_return=final,
         )
     )  # fmt: skip
+    run = session.get(Experiment, run_id)
+    assert run is not None
+    run.step = step  # its progress, as a worker reports it
     assert transition(session, run_id, [S.RUNNING], S.SUCCEEDED, "ended", finished_at=utcnow())
     session.commit()
     return checkpoint_id
@@ -106,6 +109,8 @@ def test_the_next_round_continues_the_best_checkpoint_for_the_worst_member(
 
     done = client.get(f"/v1/sweeps/{sweep['id']}").json()
     assert done["proposing"] is False  # two rounds: the last is stored
+    # Three members' first rounds of their two trained: half the search's budget.
+    assert (done["progress"]["step"], done["progress"]["total_steps"]) == (3 * ROUND, 6 * ROUND)
     round_one = {c["member"]: c for c in done["configurations"] if c["round"] == 1}
     assert round_one[0]["exploited"] is True and round_one[0]["continues"] == "m1.r0"
     assert round_one[0]["params"] != configs[1]["params"]
@@ -130,6 +135,7 @@ def test_the_next_round_continues_the_best_checkpoint_for_the_worst_member(
     assert _advance(session, settings, sweep["id"]) == []
     done = client.get(f"/v1/sweeps/{sweep['id']}").json()
     assert (done["status"], done["runs"]["succeeded"]) == ("succeeded", 6)
+    assert done["progress"]["fraction"] == 1.0
 
 
 def test_a_failed_member_is_replaced_and_an_all_failed_round_ends_the_search(

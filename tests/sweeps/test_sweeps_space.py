@@ -272,6 +272,11 @@ def test_every_example_sweep_expands_within_the_default_bounds(example: Path) ->
 
     if sweep.search is None:
         assert len(expansion.children) == space.run_count(sweep) > 1
+    elif (population := sweep.population) is not None:
+        # PBT: the corners once each, then round 0's runs, one per member; the rest come later.
+        members = population.population
+        assert len(expansion.children) == members < space.run_count(sweep)
+        assert len(checked) == len(tpe.reachable(sweep.space.random)) + members
     else:
         # A search's runs are proposed later: the corners of its space were checked, once each.
         assert expansion.children == [] and space.run_count(sweep) > 1
