@@ -106,6 +106,10 @@ def test_the_next_round_continues_the_best_checkpoint_for_the_worst_member(
     checkpoints[2] = _end(session, runs["m2.r0"]["id"], ROUND, -500.0)
     started = _advance(session, settings, sweep["id"])
     assert len(started) == 3
+    # Another pass (another API process, or one after a restart) decides nothing twice.
+    assert _advance(session, settings, sweep["id"]) == []
+    again = client.get(f"/v1/sweeps/{sweep['id']}").json()
+    assert len(again["configurations"]) == 6 and again["runs"]["total"] == 6
 
     done = client.get(f"/v1/sweeps/{sweep['id']}").json()
     assert done["proposing"] is False  # two rounds: the last is stored
