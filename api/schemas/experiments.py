@@ -59,14 +59,18 @@ def _lease_state(row: Experiment, now: dt.datetime) -> str:
 
 
 class ParentOut(BaseModel):
-    """The checkpoint a warm-started run began from (its spec's ``init``, resolved)."""
+    """The checkpoint a warm-started or continued run began from (its spec's ``init``,
+    resolved)."""
 
     experiment_id: str = Field(description="The run it started from (of the same project).")
     checkpoint_id: str = Field(
         description="That run's checkpoint, resolved at submission (`latest` and `best` become "
         "an id); kept by that run's pruning while a warm start names it."
     )
-    what: str = Field(description="`policy` or `all`: what the run took from the checkpoint.")
+    what: str = Field(
+        description="`policy` or `all`: what the run took from the checkpoint; `run`: it "
+        "continues that run from the checkpoint (a PBT member's round, say)."
+    )
 
     @classmethod
     def of(cls, spec: dict[str, Any]) -> ParentOut | None:

@@ -277,3 +277,13 @@ def test_a_pbt_sweep_draws_its_lineage_tree(
     readout = tab.inner_text("#lineage-readout")
     assert f"copied {copy['continues']}" in readout and "learning_rate_actor=" in readout
     page.screenshot("sweep-pbt-lineage")
+
+    # The copied member's run says whose checkpoint it continued.
+    node.click()
+    parent = tab.locator("#run-parent")
+    parent.wait_for()
+    continued = service.http.get(f"/v1/experiments/{run_of[copy['key']]}").json()["parent"]
+    assert continued["what"] == "run" and continued["experiment_id"] == run_of[copy["continues"]]
+    assert f"continued from its checkpoint {continued['checkpoint_id']}" in (
+        tab.locator("#about, .facts").first.inner_text()
+    )

@@ -1,8 +1,9 @@
 """Population-based training end to end (``core.sweeps.pbt``): ``marlforge api`` (its sweep
-scheduler decides each round) and torch workers as processes on PostgreSQL and Redis. A worker
-is killed with SIGKILL in the middle of a round, a fresh one takes the run over, and the search
-goes on; the bottom member copies the top one's checkpoint, and the spec of its last run,
-without its ``init``, trains the same weights bit for bit in one ordinary run."""
+scheduler decides each round) and torch workers as processes on PostgreSQL and Redis. The API is
+restarted while round 0 trains (the new process decides round 1); a worker is killed with SIGKILL
+in the middle of round 1, a fresh one takes the run over, and the search goes on; the bottom
+member copies the top one's checkpoint, and the spec of its last run, without its ``init``, trains
+the same weights bit for bit in one ordinary run."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from e2e_support import Api, free_port
 from test_e2e_faults import Deployment, deployment, final_tensors, kill_hard
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
@@ -27,6 +29,18 @@ def _runs(deployment: Deployment, sweep_id: str) -> dict[str, dict[str, Any]]:
         "/v1/experiments", params={"sweep_id": sweep_id, "limit": 100}
     ).json()["items"]
     return {r["sweep_config"]: r for r in items}
+
+
+def restart_api(deployment: Deployment) -> None:
+    """Stop the API process and start another on a new port, as an operator's restart does."""
+    deployment.api_process.stop(timeout=30)
+    port = free_port()
+    args = ["api", "--host", "127.0.0.1", "--port", str(port)]
+    deployment.api_process = deployment._start(args, "api-2")
+    key = deployment.api.key
+    deployment.api.http.close()
+    deployment.api = Api(f"http://127.0.0.1:{port}", key)
+    deployment.api.wait_ready(process=deployment.api_process)
 
 
 def _eval_at(deployment: Deployment, run_id: str, step: int) -> float:
@@ -67,6 +81,14 @@ def test_a_pbt_search_survives_a_killed_worker_and_its_members_replay_bitwise(
     assert created.status_code == 201, created.text
     sweep_id = created.json()["id"]
     assert [c["key"] for c in created.json()["configurations"]] == ["m0.r0", "m1.r0", "m2.r0"]
+
+    # Restart the API while round 0 trains: the new process decides round 1 from the rows.
+    deadline = time.monotonic() + 300
+    while not any(r["status"] == "running" for r in _runs(deployment, sweep_id).values()):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    restart_api(deployment)
+    api = deployment.api
 
     # Kill the worker while a run of round 1 is half way through its round.
     deadline = time.monotonic() + 300

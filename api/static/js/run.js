@@ -100,7 +100,8 @@ export async function mount(root, params, id) {
           ` · ${run.sweep_config}`)),
         run.parent && fact("Started from", h("span", {},
           h("a", { href: `#/runs/${run.parent.experiment_id}`, id: "run-parent" }, parent ? parent.name : run.parent.experiment_id),
-          ` · ${run.parent.what} of checkpoint ${run.parent.checkpoint_id}`)),
+          run.parent.what === "run" ? ` · continued from its checkpoint ${run.parent.checkpoint_id}`
+            : ` · ${run.parent.what} of checkpoint ${run.parent.checkpoint_id}`)),
         fact("Algorithm", run.algorithm), fact("Backend", run.backend), fact("Environment", envName(run.spec)),
         fact("Step", `${num(run.progress.step)} / ${num(run.progress.total_steps)}`),
         fact("Return", num(run.latest_metrics["train/episode_return"]?.value)),
