@@ -139,7 +139,10 @@ class ConfigSummaryOut(BaseModel):
 
     key: str
     params: dict[str, Any]
-    rank: int | None = Field(description="1 is the best IQM; null without a finished run.")
+    rank: int | None = Field(
+        description="1 is the best IQM; null without a finished run. A PBT search ranks its "
+        "members' latest finished round only (the earlier rounds are null)."
+    )
     runs: int
     succeeded: int
     failed: int

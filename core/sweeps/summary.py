@@ -7,7 +7,8 @@ their mean and interquartile mean, each with a 95% bootstrap interval; an aggreg
 over the configuration's runs, with a 95% band, on one step grid common to the sweep: every run
 that has points counts, finished or not, holding its last value between points); a rank by IQM;
 and the probability that the best configuration improves on each other one, P(best > other), with
-its interval. ``core.sweeps.stats`` says how each is computed. ``to_csv`` writes the table.
+its interval. A PBT search ranks only its members' latest finished round (``_ranked``).
+``core.sweeps.stats`` says how each is computed. ``to_csv`` writes the table.
 """
 
 from __future__ import annotations
@@ -111,11 +112,25 @@ def summarize(session: Session, sweep: Sweep, metric: str = DEFAULT_METRIC) -> S
             [([s for s, _ in c], [v for _, v in c]) for c in curves], grid
         )
         configs.append(summary)
-    _rank(configs)
+    _rank(_ranked(sweep, configs))
+    configs.sort(key=lambda c: (c.rank is None, c.rank or 0, c.key))
     params = list(sweep.spec.get("space", {}).get("grid", {})) + list(
         sweep.spec.get("space", {}).get("random", {})
     )
     return SweepSummary(sweep.id, metric, configs, params)
+
+
+def _ranked(sweep: Sweep, configs: list[ConfigSummary]) -> list[ConfigSummary]:
+    """The configurations ranked against each other: all of them, except in a PBT search, whose
+    configurations are its members' rounds: there only the members' latest round with a final
+    value is ranked (the population as it stands), the earlier rounds listed unranked."""
+    if (sweep.spec.get("search") or {}).get("method") != "pbt":
+        return configs
+    rounds = {str(c["key"]): int(c.get("round", 0)) for c in sweep.configurations}
+    finished = [rounds[c.key] for c in configs if c.final is not None]
+    if not finished:
+        return configs
+    return [c for c in configs if rounds[c.key] == max(finished)]
 
 
 def _stopped_early(run: Experiment) -> bool:

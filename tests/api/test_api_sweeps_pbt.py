@@ -99,11 +99,13 @@ def test_the_next_round_continues_the_best_checkpoint_for_the_worst_member(
     assert {r["status"] for r in runs.values()} == {"queued"}
     assert [runs[f"m{m}.r0"]["spec"]["total_steps"] for m in range(3)] == [ROUND] * 3
 
-    # Two of three ended: nothing is decided until the third has.
+    # Two of three ended: nothing is decided until the third has. Round 0 is ranked meanwhile.
     checkpoints = {0: _end(session, runs["m0.r0"]["id"], ROUND, -900.0)}
     checkpoints[1] = _end(session, runs["m1.r0"]["id"], ROUND, -200.0)
     assert _advance(session, settings, sweep["id"]) == []
     checkpoints[2] = _end(session, runs["m2.r0"]["id"], ROUND, -500.0)
+    ranks = client.get(f"/v1/sweeps/{sweep['id']}/summary").json()["configurations"]
+    assert [(c["key"], c["rank"]) for c in ranks] == [("m1.r0", 1), ("m2.r0", 2), ("m0.r0", 3)]
     started = _advance(session, settings, sweep["id"])
     assert len(started) == 3
     # Another pass (another API process, or one after a restart) decides nothing twice.
@@ -137,6 +139,13 @@ def test_the_next_round_continues_the_best_checkpoint_for_the_worst_member(
     for m, final in ((0, -100.0), (1, -150.0), (2, -300.0)):
         _end(session, runs[f"m{m}.r1"]["id"], 2 * ROUND, final)
     assert _advance(session, settings, sweep["id"]) == []
+    summary = client.get(f"/v1/sweeps/{sweep['id']}/summary").json()
+    # The population as it stands: the last round ranked, the first listed unranked.
+    assert [(c["key"], c["rank"]) for c in summary["configurations"]] == [
+        ("m0.r1", 1), ("m1.r1", 2), ("m2.r1", 3),
+        ("m0.r0", None), ("m1.r0", None), ("m2.r0", None),
+    ]  # fmt: skip
+    assert summary["best"] == "m0.r1"
     done = client.get(f"/v1/sweeps/{sweep['id']}").json()
     assert (done["status"], done["runs"]["succeeded"]) == ("succeeded", 6)
     assert done["progress"]["fraction"] == 1.0
