@@ -53,6 +53,7 @@ from learners.registry import AlgorithmEntry, entries
 from learners.replay import EXIT_NOT_INSTALLED
 from learners.spec import (
     MAX_TAG_LENGTH,
+    MAX_TOTAL_STEPS,
     NO_NUL,
     TAG_PATTERN,
     EnvSpec,
@@ -80,6 +81,7 @@ __all__ = [
     "export_policy",
     "GPU_BACKENDS",
     "MAX_TAG_LENGTH",
+    "MAX_TOTAL_STEPS",
     "ENTRY_POINT_GROUP",
     "MATCH_SCENARIOS",
     "NO_NUL",

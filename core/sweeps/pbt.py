@@ -33,15 +33,23 @@ import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.sweeps.distributions import sampler, six
-from learners.api import ExperimentSpec, FieldError, iteration_steps, mutable_names
+from learners.api import (
+    MAX_TOTAL_STEPS,
+    ExperimentSpec,
+    FieldError,
+    iteration_steps,
+    mutable_names,
+)
 
 HYPERPARAMETERS = "hyperparameters."
+Factor = Annotated[float, Field(gt=0, le=100)]
+"""A factor explore multiplies a number by."""
 
 
 class PopulationSearch(BaseModel):
@@ -53,7 +61,7 @@ class PopulationSearch(BaseModel):
     """``pbt``: population-based training."""
     population: int = Field(ge=2, le=100)
     """How many members train side by side."""
-    round_steps: int = Field(gt=0)
+    round_steps: int = Field(gt=0, le=MAX_TOTAL_STEPS)
     """The env steps of one round: every member trains this many, then the bottom of the
     population copies the top. ``base.total_steps`` must be a multiple of it (at least two
     rounds), and it a multiple of the steps between two updates of a run."""
@@ -63,7 +71,7 @@ class PopulationSearch(BaseModel):
     resample_probability: float = Field(default=0.25, ge=0, le=1)
     """The chance that explore draws a value afresh from its distribution instead of perturbing
     the copied one."""
-    factors: tuple[float, float] = (0.8, 1.25)
+    factors: tuple[Factor, Factor] = (0.8, 1.25)
     """The factors explore multiplies a copied number by, one of the two at random."""
     metric: Literal["eval/episode_return"] = "eval/episode_return"
     """What members are ranked by, higher is better: each run's final greedy evaluation return,

@@ -216,6 +216,7 @@ def test_round_zero_is_drawn_at_submission_with_each_members_seed() -> None:
         ({"search__round_steps": 3000}, "search.round_steps", "whole number"),
         ({"search__round_steps": 4000}, "search.round_steps", "at least two rounds"),
         ({"search__round_steps": 1200, "base__total_steps": 3600}, None, None),
+        ({"search__factors": [0, 1.25]}, "search.factors.0", "greater than 0"),
         ({"search__round_steps": 200, "base__total_steps": 2000}, "search.round_steps", "400"),
     ],
 )
