@@ -85,20 +85,32 @@ def _children(
 
 def trials(session: Session, sweep: Sweep) -> list[tpe.Trial]:
     """The sweep's configurations so far as trials, in the order proposed: running while any of
-    its runs has not ended; else complete with the IQM of its succeeded runs' final values (the
-    summary's), or failed when none has one (or its runs were refused)."""
+    its runs has not ended; else complete with the IQM of the final values of its runs that
+    succeeded with their whole budget (the summary's); else pruned when a rung of
+    ``early_stopping`` stopped its runs, with the IQM of their values at the highest rung they
+    reached; else failed (or its runs were refused)."""
     repo = SweepRepository(session)
     runs = repo.runs(sweep.id)
     metric = (sweep.spec.get("search") or {}).get("metric", "eval/episode_return")
     series = repo.series([r.id for r in runs], metric)
+    early = sweep.spec.get("early_stopping") is not None
     out = []
     for config in sweep.configurations:
         mine: list[Experiment] = [r for r in runs if r.sweep_config == config["key"]]
-        finals = [series[r.id][-1][1] for r in mine if r.status == S.SUCCEEDED and series.get(r.id)]
+        done = [r for r in mine if r.status == S.SUCCEEDED and series.get(r.id)]
+        # A run a rung stopped succeeded short of its budget (``core.sweeps.asha``), as the
+        # summary counts it.
+        cut = [r for r in done if early and r.step < r.total_steps]
+        finals = [series[r.id][-1][1] for r in done if r not in cut]
+        stopped = [series[r.id][-1] for r in cut]
         if any(not r.status.is_terminal for r in mine):
             out.append(tpe.Trial(config["params"], tpe.TrialState.RUNNING))
         elif finals:
             out.append(tpe.Trial(config["params"], tpe.TrialState.COMPLETE, tpe.score(finals)))
+        elif stopped:
+            rung = max(step for step, _ in stopped)
+            value = tpe.score([v for step, v in stopped if step == rung])
+            out.append(tpe.Trial(config["params"], tpe.TrialState.PRUNED, value, rung))
         else:
             out.append(tpe.Trial(config["params"], tpe.TrialState.FAILED))
     return out

@@ -181,7 +181,6 @@ def parse_sweep(data: Any) -> SweepSpec:
             sweep.space.random,
             sweep.space.grid,
             "num_samples" in sweep.space.model_fields_set,
-            sweep.early_stopping is not None,
         )
     if "seed" in sweep.base:
         errors.append(FieldError("base.seed", "leave it out: the sweep's `seeds` set each run's"))

@@ -8,8 +8,10 @@ seed as any sweep's configuration is. A configuration is proposed when the sweep
 runs under ``max_concurrent`` (``core.sweeps.scheduler``), from everything the database holds at
 that moment: each earlier configuration whose runs all ended is a finished trial scored by the
 interquartile mean of its runs' final evaluation returns (the sweep summary's final values), one
-whose runs all failed is a failed trial, and one still training is a running trial, which the
-sampler's constant liar counts as a poor result so that concurrent proposals spread out. The first
+whose runs all failed is a failed trial, one whose runs a rung of ``early_stopping`` stopped is a
+pruned trial (scored at the highest rung they reached: Optuna ranks it below every finished trial),
+and one still training is a running trial, which the sampler's constant liar counts as a poor
+result so that concurrent proposals spread out. The first
 ``startup_trials`` are drawn at random. Nothing lives in memory between proposals: an API restart,
 or another API process, proposes the same next configuration from the same rows, and the
 sampler is seeded by ``space.seed`` and the trial's number, so a sweep replays exactly.
@@ -62,6 +64,8 @@ class TrialState(StrEnum):
     COMPLETE = "complete"
     RUNNING = "running"
     FAILED = "failed"
+    PRUNED = "pruned"
+    """Every run a rung of ``early_stopping`` stopped: scored at the highest rung reached."""
 
 
 @dataclass(frozen=True)
@@ -71,13 +75,14 @@ class Trial:
     params: dict[str, Any]
     state: TrialState
     value: float | None = None
+    step: int | None = None
+    """A pruned trial's rung: the step its ``value`` was taken at."""
 
 
 def search_errors(
     space_random: dict[str, dict[str, Any]],
     grid: dict[str, Any],
     num_samples_set: bool,
-    early_stopping: bool,
 ) -> list[FieldError]:
     """Why a sweep's other fields do not go with a model-based search (none: they do)."""
     errors = []
@@ -90,10 +95,6 @@ def search_errors(
     if num_samples_set:
         errors.append(
             FieldError("space.num_samples", "a tpe search draws search.trials configurations")
-        )
-    if early_stopping:
-        errors.append(
-            FieldError("early_stopping", "early stopping does not go with a tpe search (yet)")
         )
     return errors
 
@@ -171,17 +172,22 @@ def propose(
             TrialState.COMPLETE: OptunaState.COMPLETE,
             TrialState.RUNNING: OptunaState.RUNNING,
             TrialState.FAILED: OptunaState.FAIL,
+            TrialState.PRUNED: OptunaState.PRUNED,
         }
         for trial in trials:
             params = {p: _encoded(space_random[p], trial.params[p]) for p in distributions}
             if any(v is None for v in params.values()):
                 continue  # a value no longer in the space (cannot happen for a stored sweep)
+            pruned = trial.state == TrialState.PRUNED and trial.value is not None
             study.add_trial(
                 create_trial(
                     params=params,
                     distributions=distributions,
                     value=trial.value if trial.state == TrialState.COMPLETE else None,
                     state=states[trial.state],
+                    # Optuna ranks a pruned trial by its last intermediate value, below those
+                    # that completed and above those that failed.
+                    intermediate_values={trial.step or 0: trial.value} if pruned else None,
                 )
             )
         asked = study.ask(distributions)

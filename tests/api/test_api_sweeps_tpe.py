@@ -16,7 +16,7 @@ from core.db import utcnow
 from core.dispatch.queue import CeleryDispatcher
 from core.enums import ExperimentStatus
 from core.lifecycle import transition
-from core.models import MetricPointRow, Sweep
+from core.models import Experiment, MetricPointRow, Sweep
 from core.settings import Settings
 from core.sweeps import proposals, scheduler, tpe
 
@@ -54,6 +54,22 @@ def _succeed(session: Session, run_id: str, final: float) -> None:
         )
     )
     assert transition(session, run_id, [S.RUNNING], S.SUCCEEDED, "ended", finished_at=utcnow())
+    session.commit()
+
+
+def _stop_at_rung(session: Session, run_id: str, rung: int, value: float) -> None:
+    """What a worker does with a run a rung stops: take it, report the rung's evaluation, end it
+    ``succeeded`` at the rung, short of its budget."""
+    assert transition(session, run_id, [S.QUEUED], S.RUNNING, "started", started_at=utcnow())
+    session.add(
+        MetricPointRow(
+            experiment_id=run_id, step=rung, name="eval/episode_return", value=value, wall_time=0.0
+        )
+    )
+    run = session.get(Experiment, run_id)
+    assert run is not None
+    run.step = rung
+    assert transition(session, run_id, [S.RUNNING], S.SUCCEEDED, "stopped", finished_at=utcnow())
     session.commit()
 
 
@@ -130,6 +146,27 @@ def test_cancel_stops_the_proposals_and_resume_takes_them_up(
     resumed = client.get(f"/v1/sweeps/{sweep_id}").json()
     assert (resumed["status"], resumed["proposing"]) == ("running", True)
     assert resumed["runs"]["queued"] == 2  # the cancelled configuration's runs again
+
+
+def test_with_early_stopping_a_configuration_stopped_at_a_rung_is_a_pruned_trial(
+    client: TestClient, example_spec: dict[str, Any], session: Session, settings: Settings
+) -> None:
+    early = {"method": "asha", "rungs": [2000], "reduction_factor": 2}
+    response = client.post("/v1/sweeps", json=_tpe_sweep(example_spec, early_stopping=early))
+    assert response.status_code == 201, response.text
+    sweep = response.json()
+    for run, value in zip(_runs(client, sweep["id"]), (-700.0, -600.0), strict=True):
+        _stop_at_rung(session, run["id"], 2000, value)
+    row = session.get(Sweep, sweep["id"])
+    assert row is not None
+    [trial] = proposals.trials(session, row)
+    assert (trial.state, trial.step) == (tpe.TrialState.PRUNED, 2000)
+    assert trial.value == pytest.approx(-650.0)
+    # The search goes on from it: the next configuration is proposed and its runs start.
+    assert len(_advance(session, settings, sweep["id"])) == 2
+    assert [c["key"] for c in client.get(f"/v1/sweeps/{sweep['id']}").json()["configurations"]] == [
+        "c0", "c1",
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -71,12 +71,23 @@ def test_the_search_learns_where_the_results_are_better() -> None:
 
 
 def test_what_goes_with_a_search_is_checked() -> None:
-    ok = tpe.search_errors(SPACE, {}, num_samples_set=False, early_stopping=False)
+    ok = tpe.search_errors(SPACE, {}, num_samples_set=False)
     assert ok == []
-    errors = tpe.search_errors({}, {"x": [1, 2]}, num_samples_set=True, early_stopping=True)
-    assert [e.field for e in errors] == [
-        "space.grid", "space.random", "space.num_samples", "early_stopping",
-    ]  # fmt: skip
+    errors = tpe.search_errors({}, {"x": [1, 2]}, num_samples_set=True)
+    assert [e.field for e in errors] == ["space.grid", "space.random", "space.num_samples"]
+
+
+def test_pruned_trials_count_below_finished_ones() -> None:
+    """With early stopping, a configuration whose runs a rung stopped is a pruned trial scored at
+    its rung. The sampler takes them: a space whose finished trials all sit near x = 0.8 and
+    whose pruned ones sit near x = 0.1 draws its next points nearer 0.8."""
+    search = ModelSearch(trials=40, startup_trials=2)
+    space = {"x": {"uniform": [0, 1]}}
+    trials = [Trial({"x": x}, TrialState.COMPLETE, -abs(x - 0.8)) for x in (0.75, 0.85, 0.7)]
+    trials += [Trial({"x": x}, TrialState.PRUNED, -5.0, 2000) for x in (0.05, 0.1, 0.15, 0.2)]
+    proposed = [tpe.propose(space, search, seed=s, trials=trials)["x"] for s in range(12)]
+    assert all(0 <= x <= 1 for x in proposed)
+    assert np.median([abs(x - 0.8) for x in proposed]) < np.median([abs(x - 0.1) for x in proposed])
 
 
 def test_the_reachable_configurations_are_the_corners_of_the_space() -> None:
