@@ -178,7 +178,9 @@ def propose(
             params = {p: _encoded(space_random[p], trial.params[p]) for p in distributions}
             if any(v is None for v in params.values()):
                 continue  # a value no longer in the space (cannot happen for a stored sweep)
-            pruned = trial.state == TrialState.PRUNED and trial.value is not None
+            pruned: dict[int, float] | None = None
+            if trial.state == TrialState.PRUNED and trial.value is not None:
+                pruned = {trial.step or 0: trial.value}
             study.add_trial(
                 create_trial(
                     params=params,
@@ -187,7 +189,7 @@ def propose(
                     state=states[trial.state],
                     # Optuna ranks a pruned trial by its last intermediate value, below those
                     # that completed and above those that failed.
-                    intermediate_values={trial.step or 0: trial.value} if pruned else None,
+                    intermediate_values=pruned,
                 )
             )
         asked = study.ask(distributions)
