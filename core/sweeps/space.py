@@ -13,7 +13,9 @@ the value that caused it (``space.grid.<path>``) or the base spec's field (``bas
 ``early_stopping`` whose rungs do not fit a child's budget and evaluations is refused the same way
 (``early_stopping.rungs``). A sweep with a model-based ``search`` (``core.sweeps.tpe``) has no
 configurations at submission: ``expand`` checks the ones that stand for every configuration the
-search can reach, and the scheduler builds each proposed one with ``child_spec``. Nothing here
+search can reach, and the scheduler builds each proposed one with ``child_spec``. A PBT search
+(``core.sweeps.pbt``) is checked the same way and stores its round 0 at submission, one run per
+member (``_first_round``); its later rounds are built by ``core.sweeps.generations``. Nothing here
 touches a database.
 """
 
