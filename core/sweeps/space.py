@@ -29,14 +29,14 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
-import numpy as np
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, JsonValue, Tag, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from core.sweeps import pbt, tpe
 from core.sweeps.asha import EarlyStopping, rung_errors
-from core.sweeps.distributions import sampler
+from core.sweeps.distributions import distribution_errors, draws_of
+from core.sweeps.search import Search, untagged
 from learners.api import (
     ExperimentSpec,
     FieldError,
@@ -50,7 +50,6 @@ _STRICT = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 PATH_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 SET_BY_SWEEP = {"seed": "set by the sweep's `seeds`", "name": "set by the sweep for each run"}
-DISTRIBUTIONS = ("choice", "uniform", "log_uniform", "int_uniform")
 MAX_ERRORS = 20
 """A refusal lists at most this many problems (a bad base spec would repeat one per child)."""
 
@@ -70,19 +69,6 @@ class SearchSpace(BaseModel):
     """How many draws of the ``random`` part (each crossed with every grid combination)."""
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
     """Seeds the random draws: the same space and seed give the same configurations."""
-
-
-def _method(value: Any) -> str:
-    """A ``search``'s method; ``tpe`` when left out (as before PBT)."""
-    if isinstance(value, Mapping):
-        return str(value.get("method", "tpe"))
-    return str(getattr(value, "method", "tpe"))
-
-
-Search = Annotated[
-    Annotated[tpe.ModelSearch, Tag("tpe")] | Annotated[pbt.PopulationSearch, Tag("pbt")],
-    Discriminator(_method),
-]
 
 
 class SweepSpec(BaseModel):
@@ -167,9 +153,9 @@ def parse_sweep(data: Any) -> SweepSpec:
     try:
         sweep = SweepSpec.model_validate_json(json.dumps(dict(data)), strict=True)
     except ValidationError as exc:
-        raise SpecError([_untagged(e) for e in errors_from_validation(exc)]) from None
+        raise SpecError([untagged(e) for e in errors_from_validation(exc)]) from None
     errors = _seed_errors(sweep.seeds) + _path_errors(sweep)
-    errors += [e for path, d in sweep.space.random.items() for e in _distribution_errors(path, d)]
+    errors += [e for path, d in sweep.space.random.items() for e in distribution_errors(path, d)]
     if sweep.population is not None:
         errors += pbt.search_errors(
             sweep.space.random,
@@ -189,17 +175,6 @@ def parse_sweep(data: Any) -> SweepSpec:
     if errors:
         raise SpecError(errors)
     return sweep
-
-
-def _untagged(error: FieldError) -> FieldError:
-    """``search.population``, not pydantic's ``search.pbt.population``: the method's tag is not
-    a field of the sweep."""
-    if error.field == "search" and "expected tags" in error.reason:
-        return FieldError("search.method", "must be tpe or pbt")
-    for tag in ("tpe", "pbt"):
-        if error.field.startswith(f"search.{tag}."):
-            return FieldError("search." + error.field.removeprefix(f"search.{tag}."), error.reason)
-    return error
 
 
 def seeds_of(sweep: SweepSpec) -> list[int]:
@@ -227,7 +202,7 @@ def configurations(space: SearchSpace) -> list[Configuration]:
     grid path varies fastest, then the draws)."""
     grid_paths = list(space.grid)
     combos = list(itertools.product(*(space.grid[p] for p in grid_paths)))
-    draws = _draws(space) if space.random else [{}]
+    draws = draws_of(space.random, space.seed, space.num_samples) if space.random else [{}]
     points = [
         {**dict(zip(grid_paths, combo, strict=True)), **draw} for combo in combos for draw in draws
     ]
@@ -303,7 +278,7 @@ def _first_round(
 ) -> tuple[list[Configuration], list[Child]]:
     """A PBT search's round 0: ``population`` draws of ``space.random``, member ``m`` with its
     seed, each run one round long."""
-    draws = _draws(sweep.space, population.population)
+    draws = draws_of(sweep.space.random, sweep.space.seed, population.population)
     configs, children = [], []
     base = {**sweep.base, "total_steps": population.round_steps}
     for member, params in enumerate(draws):
@@ -406,42 +381,3 @@ def _path_errors(sweep: SweepSpec) -> list[FieldError]:
             elif part == "grid" and not 1 <= len(values) <= 100:
                 errors.append(FieldError(field, "give between 1 and 100 values"))
     return errors
-
-
-def _distribution_errors(path: str, distribution: dict[str, Any]) -> list[FieldError]:
-    field = f"space.random.{path}"
-    if len(distribution) != 1 or next(iter(distribution)) not in DISTRIBUTIONS:
-        kinds = ", ".join(DISTRIBUTIONS)
-        return [
-            FieldError(field, f'a distribution is one key of {kinds}, e.g. {{"uniform": [0, 1]}}')
-        ]
-    kind, args = next(iter(distribution.items()))
-    if kind == "choice":
-        ok = isinstance(args, list) and 1 <= len(args) <= 100
-        return [] if ok else [FieldError(f"{field}.choice", "give between 1 and 100 values")]
-    numbers = isinstance(args, list) and len(args) == 2
-    numbers = numbers and all(isinstance(a, int | float) and not isinstance(a, bool) for a in args)
-    if kind == "int_uniform" and not (numbers and all(isinstance(a, int) for a in args)):
-        return [FieldError(f"{field}.int_uniform", "give [low, high], two integers")]
-    if not numbers:
-        return [FieldError(f"{field}.{kind}", "give [low, high], two numbers")]
-    low, high = args
-    if (
-        not (math.isfinite(low) and math.isfinite(high))
-        or low > high
-        or (kind != "int_uniform" and low == high)
-    ):
-        return [FieldError(f"{field}.{kind}", f"low must be below high (got [{low}, {high}])")]
-    if kind == "log_uniform" and low <= 0:
-        return [FieldError(f"{field}.log_uniform", "low must be above 0")]
-    return []
-
-
-def _draws(space: SearchSpace, count: int | None = None) -> list[dict[str, Any]]:
-    """``count`` (else ``num_samples``) draws of every random path, reproducibly from
-    ``space.seed``; floats kept to six significant digits so that configurations read (and
-    print) cleanly."""
-    rng = np.random.default_rng(space.seed)
-    samplers = {path: sampler(d) for path, d in space.random.items()}
-    draws = space.num_samples if count is None else count
-    return [{path: sample(rng) for path, sample in samplers.items()} for _ in range(draws)]

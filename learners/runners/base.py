@@ -378,22 +378,14 @@ class Loop:
         learner with the new values and the same state, so both train the same from here."""
         if not self._changes or step < self._changes[0]:
             return
-        while self._changes and self._changes[0] <= step:
-            self._changes.pop(0)
+        self._changes = [at for at in self._changes if at > step]
         if self._ctx.reconfigure is None:
             raise RuntimeError("the run has a schedule but no way to reconfigure its learner")
         self._ctx.reconfigure(self._ctx, step)
-        changed = self._ctx.spec.config_at(step).model_dump()
-        self._ctx.hooks.log(
-            "info",
-            f"schedule: from step {step:,} the learner trains with "
-            + ", ".join(
-                f"{name}={changed[name]}"
-                for c in self._ctx.spec.schedule
-                if c.at_step == step
-                for name in c.hyperparameters
-            ),
-        )
+        new = [f"{k}={v}" for c in self._ctx.spec.schedule if c.at_step == step
+               for k, v in c.hyperparameters.items()]  # fmt: skip
+        self._ctx.hooks.log("info", f"schedule: from step {step:,} the learner trains with "
+                            + ", ".join(new))  # fmt: skip
 
     def finish(self) -> None:
         """The end of a run: a final evaluation (unless it was stopped), report and checkpoint.
