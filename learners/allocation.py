@@ -136,11 +136,10 @@ def _ddpg_plan(cfg: DDPGConfig, shape: EnvShape) -> Plan:
     centralised = isinstance(cfg, MADDPGConfig) and cfg.centralised_critic
     joint = n * (d + a) if centralised else d + a
     critic_in = joint + ids
-    if maddpg and shared and len(shape.team_sizes) > 1:
-        # One actor and one critic per team, its agents told apart by ids within the team.
-        params = sum(
-            mlp_params(d + k, h, a) + mlp_params(joint + k, h, 1) for k in shape.team_sizes
-        )
+    sets = shape.set_sizes(cfg.share_across_groups) if isinstance(cfg, MADDPGConfig) else ()
+    if maddpg and shared and len(sets) > 1:
+        # One actor and one critic per team (or group), its agents told apart by ids within it.
+        params = sum(mlp_params(d + k, h, a) + mlp_params(joint + k, h, 1) for k in sets)
     else:
         copies = 1 if shared else n
         params = copies * (mlp_params(actor_in, h, a) + mlp_params(critic_in, h, 1))
@@ -165,7 +164,8 @@ def _wqmix_plan(cfg: WQMIXConfig, shape: EnvShape, num_envs: int) -> Plan:
     n, d, a, s = shape.num_agents, shape.obs_dim, shape.action_dim, shape.state_dim
     h = cfg.hidden_sizes
     rnn = cfg.rnn_hidden_size if cfg.recurrent else None
-    agent = agent_mlp_params(d, h, a, n, cfg.share_parameters, rnn)
+    groups = shape.set_sizes(cfg.share_across_groups)
+    agent = agent_mlp_params(d, h, a, n, cfg.share_parameters, rnn, groups)
     hh, embed = cfg.hypernet_hidden, cfg.mixing_embed_dim
     central = (cfg.central_mixer_hidden,) * cfg.central_mixer_layers
     mixer = mlp_params(s, (hh,), n * embed) + mlp_params(s, (), embed)
@@ -212,11 +212,12 @@ def _ppo_plan(cfg: PPOConfig, shape: EnvShape, num_envs: int, copies_broadcast: 
     agent_specific = agent_specific_state(cfg)
     if agent_specific:
         critic_in += d
-    # Shared within each team, never across: one set per team on a scenario with several.
-    by_team = cfg.share_parameters and len(shape.team_sizes) > 1
-    sets = len(shape.team_sizes) if by_team else 1 if cfg.share_parameters else n
+    # Shared within each team (and group), never across: one set per team on a scenario with
+    # several.
+    teams = shape.set_sizes(cfg.share_across_groups)
+    by_team = cfg.share_parameters and len(teams) > 1
+    sets = len(teams) if by_team else 1 if cfg.share_parameters else n
     log_std = 0 if shape.discrete else a * sets
-    teams = shape.team_sizes
     params = agent_mlp_params(d, h, a, n, cfg.share_parameters, rnn, teams) + log_std
     params += agent_mlp_params(critic_in, h, 1, n, cfg.share_parameters, rnn, teams)
     steps = cfg.rollout_length * num_envs
@@ -234,7 +235,7 @@ def _ppo_plan(cfg: PPOConfig, shape: EnvShape, num_envs: int, copies_broadcast: 
         and not copies_broadcast
         and not agent_specific
     )
-    ids = (max(shape.team_sizes) if by_team else n) if cfg.share_parameters else 0
+    ids = (max(teams) if by_team else n) if cfg.share_parameters else 0
     step_input = critic_in if once else n * (critic_in + ids)
     minibatch = math.ceil(steps / cfg.minibatches)
     train = minibatch * (n * _width(d, h, a, rnn) + step_input + n * _width(0, h, 1, rnn))

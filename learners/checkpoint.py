@@ -24,7 +24,7 @@ import numpy as np
 import safetensors
 import safetensors.numpy
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, JsonValue
+from pydantic import BaseModel, ConfigDict, JsonValue, model_validator
 
 from learners.enums import Algorithm, Backend
 from learners.envs.base import EnvInfo
@@ -32,6 +32,16 @@ from learners.envs.base import EnvInfo
 FORMAT_VERSION = 1
 MANIFEST_KEY = "marlforge"
 Tensors = dict[str, NDArray[Any]]
+
+
+# Hyperparameters added after checkpoints were written without them, with the value their absence
+# meant: until 2026-12-06 a team's groups shared one set of networks (``share_across_groups``),
+# so a manifest whose spec does not name it was trained with ``true``. Only the algorithms whose
+# config has the field (migration 0020 fills it into the database's stored specs likewise).
+LEGACY_HYPERPARAMETERS: dict[str, dict[str, JsonValue]] = {
+    algorithm: {"share_across_groups": True}
+    for algorithm in (Algorithm.IPPO, Algorithm.MAPPO, Algorithm.MADDPG, Algorithm.WQMIX)
+}
 
 
 class CheckpointError(ValueError):
@@ -65,6 +75,19 @@ class Manifest(BaseModel):
     network: dict[str, JsonValue] | None = None
     """Policy exports: the acting network written out as data (``learners.exports.layout``;
     docs/using-results.md#the-layout), enough to rebuild the policy with NumPy alone."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_hyperparameters(cls, data: Any) -> Any:
+        """A spec written before a hyperparameter existed reads with the value its run had."""
+        if not isinstance(data, dict) or not isinstance(data.get("spec"), dict):
+            return data
+        legacy = LEGACY_HYPERPARAMETERS.get(str(data.get("algorithm")), {})
+        given = data["spec"].get("hyperparameters")
+        if not legacy or not isinstance(given, dict) or legacy.keys() <= given.keys():
+            return data
+        hyperparameters = {**legacy, **given}
+        return {**data, "spec": {**data["spec"], "hyperparameters": hyperparameters}}
 
 
 def env_info_to_json(info: EnvInfo) -> dict[str, JsonValue]:

@@ -18,11 +18,13 @@ with no gradient (``learners.functional.maddpg``, shared by every backend). So a
 pushed up an opponent's Q, and a team's shared actor gets the sum of its members' own terms.
 
 Parameters are shared within a team, never across teams (``EnvInfo.teams``; ``network_layout``):
-on a cooperative scenario (one team) the agents share one actor and one critic and tell themselves
-apart by a one-hot agent id appended to their inputs (checkpoint names ``actor.layers...``, as
-before teams existed); on a scenario with several teams each team has its own shared actor and
-critic (``actor.teams.<k>.layers...``, k in ``EnvInfo.team_names`` order) with ids within the
-team; ``share_parameters=false`` gives every agent its own networks (``actor.agents.<i>...``).
+on a cooperative scenario of one group the agents share one actor and one critic and tell
+themselves apart by a one-hot agent id appended to their inputs (checkpoint names
+``actor.layers...``, as before teams existed); on a scenario with several teams each team has its
+own shared actor and critic (``actor.teams.<k>.layers...``, k the sharing set's index in the
+order its first agent appears), and so does each group of a team unless ``share_across_groups``
+(the speaker and the listener of simple_speaker_listener), with ids within the set;
+``share_parameters=false`` gives every agent its own networks (``actor.agents.<i>...``).
 
 ``centralised_critic=false`` is the paper's DDPG baseline: independent DDPG learners, each agent's
 critic Q_i(o_i, a_i) seeing only its own observation and action (as IPPO is MAPPO with a
@@ -42,6 +44,7 @@ from pydantic import Field
 from learners import rng as rngs
 from learners.algorithms.ddpg import DDPGConfig, DDPGLearner
 from learners.envs.base import EnvInfo, Observation
+from learners.envs.teams import team_indices
 
 
 class MADDPGConfig(DDPGConfig):
@@ -62,7 +65,11 @@ class MADDPGConfig(DDPGConfig):
         },
     }
 
-    policy_fields: ClassVar[tuple[str, ...]] = ("hidden_sizes", "share_parameters")
+    policy_fields: ClassVar[tuple[str, ...]] = (
+        "hidden_sizes",
+        "share_parameters",
+        "share_across_groups",
+    )
     network_fields: ClassVar[tuple[str, ...]] = (*policy_fields, "centralised_critic")
     mutable_fields: ClassVar[tuple[str, ...]] = (
         *DDPGConfig.mutable_fields,
@@ -72,7 +79,14 @@ class MADDPGConfig(DDPGConfig):
     share_parameters: bool = True
     """One actor and one critic per team, shared by the team's agents and told apart by one-hot
     agent ids (never shared across teams: a cooperative scenario's one team shares one of each);
-    ``false`` gives each agent its own actor and critic."""
+    ``false`` gives each agent its own actor and critic. Each group of a team has its own pair
+    too, unless ``share_across_groups``."""
+    share_across_groups: bool = False
+    """With ``share_parameters``: one actor and one critic for all the groups of a team, their
+    inputs padded to the largest agent's (simple_speaker_listener's speaker and listener share
+    them). ``false``: each group of a team (agents of the same spaces) has its own pair. An env
+    whose teams are one group each trains the same either way. Specs stored before this field
+    existed read as ``true``, as their runs were trained."""
     centralised_critic: bool = True
     """Each agent's critic Q_i sees every agent's observation and action (MADDPG); ``false``: only
     its own, Q_i(o_i, a_i): independent DDPG learners, the paper's DDPG baseline."""
@@ -81,15 +95,23 @@ class MADDPGConfig(DDPGConfig):
 
 
 NetworkLayout = Literal["shared", "teams", "agents"]
-"""How MADDPG's agents hold their networks: one pair for every agent (one team, shared), one pair
-per team (several teams, shared), or one pair per agent (``share_parameters=false``)."""
+"""How MADDPG's agents hold their networks: one pair for every agent (one sharing set, shared),
+one pair per sharing set (several teams, or a team's groups; checkpoint names
+``actor.teams.<k>...``), or one pair per agent (``share_parameters=false``)."""
+
+
+def sharing_sets(config: MADDPGConfig, info: EnvInfo) -> tuple[tuple[int, ...], ...]:
+    """The agent indices of each sharing set (``EnvInfo.sharing_sets``), in the order their first
+    agent appears: what ``PerTeamMLP`` builds one network for."""
+    return team_indices(info.sharing_sets(across_groups=config.share_across_groups))
 
 
 def network_layout(config: MADDPGConfig, info: EnvInfo) -> NetworkLayout:
-    """The layout ``config`` asks for on ``info``'s agents: sharing stops at a team's edge."""
+    """The layout ``config`` asks for on ``info``'s agents: sharing stops at a team's edge, and at
+    a group's unless ``share_across_groups``."""
     if not config.share_parameters:
         return "agents"
-    return "shared" if len(info.team_names) == 1 else "teams"
+    return "shared" if len(sharing_sets(config, info)) == 1 else "teams"
 
 
 def input_dims(

@@ -72,6 +72,7 @@ class PPOConfig(AlgorithmConfig):
         "hidden_sizes",
         "activation",
         "share_parameters",
+        "share_across_groups",
         "recurrent",
         "rnn_hidden_size",
     )
@@ -134,8 +135,15 @@ class PPOConfig(AlgorithmConfig):
     share_parameters: bool = True
     """One actor and one critic shared by the agents of a team, told apart by a one-hot of their
     place in the team (on a cooperative scenario, one team: all agents, by their agent ids); each
-    team of a competitive scenario has its own. ``false`` gives every agent its own parameters
-    (computed together, in one batch)."""
+    team of a competitive scenario has its own, and so does each group of a team
+    (``share_across_groups``). ``false`` gives every agent its own parameters (computed together,
+    in one batch)."""
+    share_across_groups: bool = False
+    """With ``share_parameters``: one actor and one critic for all the groups of a team, their
+    inputs padded to the largest agent's (simple_speaker_listener's speaker and listener share
+    them). ``false``: each group of a team (agents of the same spaces) has its own. An env whose
+    teams are one group each trains the same either way. Specs stored before this field existed
+    read as ``true``, as their runs were trained."""
     log_std_init: float = Field(default=-0.5, ge=-5, le=2)
     """Continuous actions: the initial log standard deviation of the Gaussian policy (a learned,
     state-independent parameter per action dimension)."""

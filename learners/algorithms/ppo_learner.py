@@ -79,10 +79,12 @@ def network_args(
 
 
 def seats(config: PPOConfig, info: EnvInfo) -> TeamSeats | None:
-    """The agents' seats when parameters are shared within each of several teams (each team its
-    own actor and critic, ``(T, ...)`` tensors); ``None`` when one set serves every agent or every
-    agent has its own."""
-    return team_seats(info.teams) if config.share_parameters else None
+    """The agents' seats when parameters are shared within each of several sharing sets (teams,
+    and a team's groups unless ``share_across_groups``: each set its own actor and critic,
+    ``(T, ...)`` tensors); ``None`` when one set serves every agent or every agent has its own."""
+    if not config.share_parameters:
+        return None
+    return team_seats(info.sharing_sets(across_groups=config.share_across_groups))
 
 
 def initial_log_std(config: PPOConfig, info: EnvInfo) -> NDArray[np.float32] | None:

@@ -35,9 +35,11 @@ from numpy.typing import NDArray
 from pydantic import Field, ValidationInfo, field_validator
 
 from learners.config import AlgorithmConfig, LayerWidth
+from learners.envs.teams import TeamSeats, team_seats
 
 if TYPE_CHECKING:
     from learners.buffers.episodes import EpisodeBatch
+    from learners.envs.base import EnvInfo
 
 
 _MPE_DEFAULTS: Mapping[str, Any] = {
@@ -62,6 +64,7 @@ class WQMIXConfig(AlgorithmConfig):
         "recurrent",
         "rnn_hidden_size",
         "share_parameters",
+        "share_across_groups",
     )
     network_fields: ClassVar[tuple[str, ...]] = (
         *policy_fields,
@@ -135,8 +138,15 @@ class WQMIXConfig(AlgorithmConfig):
     """Add a state-value head V(s) to Q* (one hidden layer of ``central_mixer_hidden``), as the
     authors' implementation does; with ``central_mixer_layers: 3`` it is their central mixer."""
     share_parameters: bool = True
-    """One agent network for all agents with a one-hot agent id in its input; ``false`` gives
-    each agent its own parameters."""
+    """One agent network for all agents with a one-hot agent id in its input (one per group when
+    the agents come in groups of different spaces, unless ``share_across_groups``); ``false``
+    gives each agent its own parameters."""
+    share_across_groups: bool = False
+    """With ``share_parameters``: one agent network for all the groups, inputs padded to the
+    largest agent's (simple_speaker_listener's speaker and listener share it). ``false``: each
+    group (agents of the same spaces) has its own, ``(G, ...)`` tensors, its agents told apart by
+    their place in the group. An env of one group trains the same either way. Specs stored before
+    this field existed read as ``true``, as their runs were trained."""
     max_grad_norm: float | None = Field(default=10.0, gt=0)
     """Clip the gradient of all parameters together to this global norm; ``null`` turns clipping
     off."""
@@ -172,6 +182,15 @@ class WQMIXStats:
 
     def as_dict(self) -> dict[str, float]:
         return {k: float(v) for k, v in asdict(self).items()}
+
+
+def agent_seats(config: WQMIXConfig, info: EnvInfo) -> TeamSeats | None:
+    """The agents' seats when the agent network is shared within each of several groups (one set
+    of weights per group, ``(G, ...)`` tensors; WQMIX trains one team); ``None`` when one network
+    serves every agent or every agent has its own."""
+    if not config.share_parameters:
+        return None
+    return team_seats(info.sharing_sets(across_groups=config.share_across_groups))
 
 
 def epsilon_at(config: WQMIXConfig, explore_steps: int) -> float:

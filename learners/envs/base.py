@@ -37,6 +37,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from learners.envs.teams import sharing_sets
 from learners.envs.vector.arrays import NUMPY, ArrayOps
 
 FloatArray = NDArray[np.float32]
@@ -87,6 +88,11 @@ class EnvInfo:
     def team_names(self) -> tuple[str, ...]:
         """The distinct teams, in the order their first agent appears."""
         return tuple(dict.fromkeys(self.teams))
+
+    def sharing_sets(self, *, across_groups: bool) -> tuple[str, ...]:
+        """Each agent's sharing set (``learners.envs.teams.sharing_sets``): its team, split by
+        group unless ``across_groups``. What networks shared within a set are laid out by."""
+        return sharing_sets(self.teams, self.groups, across_groups=across_groups)
 
 
 @dataclass

@@ -37,6 +37,14 @@ class EnvShape:
     team_sizes: tuple[int, ...] = ()
     """Agents per team, teams in the order their first agent appears; empty: one team of all
     (networks shared within a team are sized by it)."""
+    group_sizes: tuple[int, ...] = ()
+    """Agents per sharing set when a team's groups have networks of their own
+    (``EnvInfo.sharing_sets``), sets in the order their first agent appears; empty: one set of
+    all."""
+
+    def set_sizes(self, across_groups: bool) -> tuple[int, ...]:
+        """Agents per set of shared networks (empty: one set of all)."""
+        return self.team_sizes if across_groups else self.group_sizes
 
     @classmethod
     def from_info(cls, info: EnvInfo) -> EnvShape:
@@ -44,6 +52,8 @@ class EnvShape:
         if info.max_episode_steps is None:
             raise ValueError("every catalogued env has a time limit")
         teams = tuple(len(team) for team in team_indices(info.teams))
+        sets = info.sharing_sets(across_groups=False)
+        groups = tuple(len(members) for members in team_indices(sets))
         return cls(
             num_agents=info.num_agents,
             obs_dim=info.obs_dim,
@@ -52,6 +62,7 @@ class EnvShape:
             discrete=info.action_kind == "discrete",
             max_episode_steps=info.max_episode_steps,
             team_sizes=teams if len(teams) > 1 else (),
+            group_sizes=groups if len(groups) > 1 else (),
         )
 
 

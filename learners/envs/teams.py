@@ -78,9 +78,26 @@ class TeamSeats(NamedTuple):
         return max(self.place) + 1
 
 
+def sharing_sets(
+    teams: Sequence[str], groups: Sequence[str], *, across_groups: bool
+) -> tuple[str, ...]:
+    """Each agent's sharing set, in agent order: the agents whose networks it shares when
+    parameters are shared. Never across teams; within a team, one set per group (agents of one
+    group share observation and action spaces: simple_speaker_listener's speaker and listener
+    each get their own networks) unless ``across_groups`` shares one set of networks among all
+    the team's groups. ``groups`` empty (an env or manifest without groups): the teams. A set is
+    named by its team where the team has one group, so an env whose teams are one group each
+    has the same sets, in the same order, either way."""
+    if across_groups or not groups:
+        return tuple(teams)
+    pairs = list(zip(teams, groups, strict=True))
+    split = {team for team in teams if len({g for t, g in pairs if t == team}) > 1}
+    return tuple(f"{team}/{group}" if team in split else team for team, group in pairs)
+
+
 def team_seats(teams: Sequence[str]) -> TeamSeats | None:
-    """The seats of ``teams`` (each agent's team name), or ``None`` for a scenario with one team,
-    where sharing within the team is sharing across all agents."""
+    """The seats of ``teams`` (each agent's team name, or its sharing set: ``sharing_sets``), or
+    ``None`` where there is one, whose sharing is sharing across all agents."""
     slots = team_slots(team_indices(teams))
     if len({k for k, _ in slots}) == 1:
         return None

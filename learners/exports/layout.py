@@ -14,11 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 from learners.algorithms.maddpg import network_layout as maddpg_layout
+from learners.algorithms.maddpg import sharing_sets
 from learners.algorithms.ppo_learner import seats as ppo_seats
+from learners.algorithms.wqmix import agent_seats as wqmix_seats
 from learners.checkpoint import CheckpointError, Manifest, env_info_from_json
 from learners.enums import Algorithm
 from learners.envs.base import EnvInfo
-from learners.envs.teams import team_indices, team_slots
+from learners.envs.teams import team_slots
 from learners.functional.distributions import MASKED_LOGIT
 from learners.registry import entry
 from learners.spec import ExperimentSpec
@@ -49,8 +51,8 @@ def _mlp_steps(prefix: str, hidden: int, *, tanh_output: bool) -> list[Step]:
 
 
 def _maddpg_agents(manifest: Manifest, info: EnvInfo, config: Any) -> list[list[Step]]:
-    """DDPG's one actor, or MADDPG's shared, per-team or per-agent actors (``MLP``,
-    ``PerTeamMLP``, ``PerAgentMLP``)."""
+    """DDPG's one actor, or MADDPG's shared, per-sharing-set (team or group) or per-agent actors
+    (``MLP``, ``PerTeamMLP``, ``PerAgentMLP``)."""
     hidden = len(config.hidden_sizes)
     tanh = info.action_kind == "continuous"
     n = info.num_agents
@@ -67,7 +69,7 @@ def _maddpg_agents(manifest: Manifest, info: EnvInfo, config: Any) -> list[list[
         ]
     if layout == "agents":
         return [_mlp_steps(f"actor.agents.{i}", hidden, tanh_output=tanh) for i in range(n)]
-    teams = team_indices(info.teams)
+    teams = sharing_sets(config, info)
     return [
         [
             {"op": "one_hot", "index": place, "width": len(teams[k])},
@@ -82,8 +84,9 @@ def _agent_mlp_agents(
 ) -> list[list[Step]]:
     """``learners.backends.*.agent_nets.AgentMLP``: ``<prefix>.layers.<j>`` with the activation
     after each, a GRU after the first when recurrent, then ``<prefix>.head``. Shared parameters:
-    2-D tensors and the agent's one-hot id appended; per team: ``(T, ...)`` tensors, each agent
-    its team's row and a one-hot of its place in the team; per agent: ``(N, ...)`` tensors."""
+    2-D tensors and the agent's one-hot id appended; per sharing set (team or group): ``(T, ...)``
+    tensors, each agent its set's row and a one-hot of its place in the set; per agent:
+    ``(N, ...)`` tensors."""
     activation = {"op": getattr(config, "activation", "relu")}
     recurrent = bool(getattr(config, "recurrent", False))
     agents: list[list[Step]] = []
@@ -157,7 +160,8 @@ def network_layout(manifest: Manifest) -> dict[str, Any]:
         seats = ppo_seats(config, info)
         agents = _agent_mlp_agents("actor", info, config, config.share_parameters, seats)
     else:
-        agents = _agent_mlp_agents("agent", info, config, config.share_parameters, None)
+        seats = wqmix_seats(config, info)
+        agents = _agent_mlp_agents("agent", info, config, config.share_parameters, seats)
     recurrent = any(step["op"] == "gru" for step in agents[0])
     memory: dict[str, Any] | None = None
     if recurrent:

@@ -226,3 +226,76 @@ def test_stored_points_get_their_summaries_on_sqlite(tmp_path: Path) -> None:
 @pytest.mark.integration
 def test_stored_points_get_their_summaries_on_postgresql(fresh_postgres_url: str) -> None:
     _check_tiers_backfilled(fresh_postgres_url)
+
+
+def _check_groups_filled(url: str) -> None:
+    """Specs stored before revision 0020 say ``share_across_groups: true`` after the upgrade (their
+    runs shared one set of networks across a team's groups), each experiment's and each sweep's
+    base; a spec that names the field, and DDPG's, are left as they were."""
+    import datetime as dt
+
+    from sqlalchemy import insert
+    from sqlalchemy.orm import Session
+
+    from core.enums import ExperimentStatus
+    from core.models import Experiment, Project, Sweep
+    from learners.api import parse_spec as parse
+
+    migrate.upgrade(url, "0019")
+    engine = create_engine(url)
+    now = dt.datetime(2026, 12, 6, tzinfo=dt.UTC)
+    env = {"suite": "mpe", "id": "simple_speaker_listener_v4"}
+    given = {"name": "old", "algorithm": "mappo", "backend": "torch", "env": env}
+    fresh = parse({**given, "total_steps": 1000})
+    old = fresh.model_dump(mode="json")
+    del old["hyperparameters"]["share_across_groups"]
+    named = {**old, "hyperparameters": {**old["hyperparameters"], "share_across_groups": False}}
+    ddpg = {"algorithm": "ddpg", "hyperparameters": {"gamma": 0.9}}
+    specs = {"A" * 26: old, "B" * 26: named, "C" * 26: ddpg}
+    try:
+        with Session(engine) as session:
+            session.execute(
+                insert(Project.__table__).values(id="P" * 26, name="old", created_at=now)
+            )
+            for run, spec in specs.items():
+                session.execute(
+                    insert(Experiment.__table__).values(
+                        id=run, project_id="P" * 26, name="old", algorithm=spec["algorithm"],
+                        backend="torch", spec=spec, status=ExperimentStatus.SUCCEEDED, step=0,
+                        total_steps=400, latest_metrics={}, attempts=0, restarts=0,
+                        created_at=now, updated_at=now,
+                    )
+                )  # fmt: skip
+            base = {"algorithm": "maddpg", "backend": "torch", "env": env, "total_steps": 1000}
+            session.execute(
+                insert(Sweep.__table__).values(
+                    id="S" * 26, project_id="P" * 26, name="old", spec={"base": base},
+                    configurations=[], seeds=[1], max_concurrent=1, created_at=now,
+                    updated_at=now,
+                )
+            )  # fmt: skip
+            session.commit()
+        migrate.upgrade(url)
+        with Session(engine) as session:
+            stored = {run: session.get(Experiment, run).spec for run in specs}  # type: ignore[union-attr]
+            sweep = session.get(Sweep, "S" * 26).spec  # type: ignore[union-attr]
+    finally:
+        engine.dispose()
+    assert stored["A" * 26] == {
+        **old,
+        "hyperparameters": {**old["hyperparameters"], "share_across_groups": True},
+    }
+    assert parse(stored["A" * 26]).config().share_across_groups is True  # type: ignore[attr-defined]
+    assert stored["B" * 26] == named and stored["C" * 26] == ddpg
+    assert sweep == {"base": {**base, "hyperparameters": {"share_across_groups": True}}}
+
+
+def test_stored_specs_keep_their_shared_group_networks_on_sqlite(tmp_path: Path) -> None:
+    _check_groups_filled(f"sqlite:///{tmp_path / 'groups.db'}")
+
+
+@pytest.mark.integration
+def test_stored_specs_keep_their_shared_group_networks_on_postgresql(
+    fresh_postgres_url: str,
+) -> None:
+    _check_groups_filled(fresh_postgres_url)

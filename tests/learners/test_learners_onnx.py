@@ -161,7 +161,25 @@ LAYOUTS: dict[str, tuple[Algorithm, dict[str, Any]]] = {
         Algorithm.MAPPO,
         {"recurrent": True, "share_parameters": False, "hidden_sizes": [16, 24, 8]},
     ),
+    "mappo-mixed-agents-across-groups": (
+        Algorithm.MAPPO,
+        {
+            "share_across_groups": True,
+            "env": {"id": "simple_speaker_listener_v4", "kwargs": {"continuous_actions": True}},
+        },
+    ),
+    "maddpg-groups": (
+        Algorithm.MADDPG,
+        {"env": {"id": "simple_speaker_listener_v4", "kwargs": {"continuous_actions": False}}},
+    ),
     "wqmix": (Algorithm.WQMIX, {}),
+    "wqmix-rnn-groups": (
+        Algorithm.WQMIX,
+        {
+            "recurrent": True,
+            "env": {"id": "simple_speaker_listener_v4", "kwargs": {"continuous_actions": False}},
+        },
+    ),
     "wqmix-rnn-per-agent": (Algorithm.WQMIX, {"recurrent": True, "share_parameters": False}),
     "wqmix-rnn-one-layer": (Algorithm.WQMIX, {"recurrent": True, "hidden_sizes": [16]}),
 }

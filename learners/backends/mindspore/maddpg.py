@@ -35,13 +35,13 @@ from learners.algorithms.maddpg import (
     NetworkLayout,
     input_dims,
     network_layout,
+    sharing_sets,
 )
 from learners.backends.mindspore.ddpg import OPS, DDPGNets, MindSporeDDPG
 from learners.backends.mindspore.networks import MLP, PerAgentMLP, PerTeamMLP
 from learners.backends.mindspore.ops import log64, softmax64
 from learners.buffers.replay import ReplayBatch
 from learners.envs.base import EnvInfo, Observation
-from learners.envs.teams import team_indices
 from learners.functional.distributions import masked_logits
 from learners.functional.maddpg import actor_joint_actions, own_action_mask, own_actions
 
@@ -133,12 +133,13 @@ def _network_for(
     layout: NetworkLayout, config: MADDPGConfig, info: EnvInfo, in_dim: int, out_dim: int,
     init: np.random.Generator, **kwargs: Any,
 ) -> nn.Cell:  # fmt: skip
-    """One network for every agent, one per team, or one per agent (``layout``)."""
+    """One network for every agent, one per sharing set (team or group), or one per agent
+    (``layout``)."""
     hidden, kwargs = config.hidden_sizes, {**kwargs, "output_scale": OUTPUT_INIT_SCALE}
     if layout == "shared":
         return MLP(in_dim, hidden, out_dim, init, **kwargs)
     if layout == "teams":
-        return PerTeamMLP(team_indices(info.teams), in_dim, hidden, out_dim, init, **kwargs)
+        return PerTeamMLP(sharing_sets(config, info), in_dim, hidden, out_dim, init, **kwargs)
     return PerAgentMLP(info.num_agents, in_dim, hidden, out_dim, init, **kwargs)
 
 

@@ -36,7 +36,7 @@ from mindspore import Tensor, nn, ops
 from numpy.typing import NDArray
 
 from learners import rng
-from learners.algorithms.wqmix import WQMIXConfig, episode_inputs
+from learners.algorithms.wqmix import WQMIXConfig, agent_seats, episode_inputs
 from learners.algorithms.wqmix_learner import LIVE, TARGETS, WQMIXLearner
 from learners.backends.mindspore.agent_nets import AgentMLP
 from learners.backends.mindspore.losses import wqmix_terms
@@ -136,7 +136,7 @@ class WQMIXNets(nn.Cell):
     def _agent(config: WQMIXConfig, info: EnvInfo, init: np.random.Generator) -> AgentMLP:
         return AgentMLP(
             info.obs_dim, config.hidden_sizes, info.action_dim, info.num_agents,
-            shared=config.share_parameters, activation="relu",
+            shared=config.share_parameters, seats=agent_seats(config, info), activation="relu",
             rnn_hidden_size=config.rnn_hidden_size if config.recurrent else None,
             rng=init, head_gain=1.0,
         )  # fmt: skip

@@ -27,13 +27,12 @@ import tensorflow as tf
 from numpy.typing import NDArray
 
 from learners.algorithms.ddpg import OUTPUT_INIT_SCALE
-from learners.algorithms.maddpg import MADDPGConfig, MADDPGLearner, input_dims
+from learners.algorithms.maddpg import MADDPGConfig, MADDPGLearner, input_dims, sharing_sets
 from learners.backends.tensorflow.ddpg import Batch, TensorFlowDDPG
 from learners.backends.tensorflow.networks import MLP, PerAgentMLP, PerTeamMLP
 from learners.backends.tensorflow.runtime import maybe_compile
 from learners.buffers.replay import ReplayBatch
 from learners.envs.base import EnvInfo, Observation
-from learners.envs.teams import team_indices
 from learners.functional.distributions import masked_logits
 from learners.functional.maddpg import actor_joint_actions, own_action_mask, own_actions
 
@@ -63,12 +62,13 @@ class TensorFlowMADDPG(MADDPGLearner, TensorFlowDDPG):
     def _network_for(
         self, in_dim: int, out_dim: int, init: np.random.Generator, **kwargs: Any
     ) -> Any:
-        """One network for every agent, one per team, or one per agent (``self.layout``)."""
+        """One network for every agent, one per sharing set (team or group), or one per agent
+        (``self.layout``)."""
         hidden, kwargs = self.config.hidden_sizes, {**kwargs, "output_scale": OUTPUT_INIT_SCALE}
         if self.layout == "shared":
             return MLP(in_dim, hidden, out_dim, init, **kwargs)
         if self.layout == "teams":
-            teams = team_indices(self.info.teams)
+            teams = sharing_sets(self.config, self.info)
             return PerTeamMLP(teams, in_dim, hidden, out_dim, init, **kwargs)
         return PerAgentMLP(self.info.num_agents, in_dim, hidden, out_dim, init, **kwargs)
 

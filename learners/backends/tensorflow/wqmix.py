@@ -36,7 +36,7 @@ import tensorflow as tf
 from numpy.typing import NDArray
 
 from learners import rng
-from learners.algorithms.wqmix import WQMIXConfig, episode_inputs
+from learners.algorithms.wqmix import WQMIXConfig, agent_seats, episode_inputs
 from learners.algorithms.wqmix_learner import LIVE, TARGETS, WQMIXLearner
 from learners.backends.tensorflow.agent_nets import AgentMLP
 from learners.backends.tensorflow.networks import (
@@ -152,7 +152,7 @@ class TensorFlowWQMIX(TensorFlowState, WQMIXLearner[tf.Tensor]):
         info, cfg = self.info, self.config
         return AgentMLP(
             info.obs_dim, cfg.hidden_sizes, info.action_dim, info.num_agents,
-            shared=cfg.share_parameters, activation="relu",
+            shared=cfg.share_parameters, seats=agent_seats(cfg, info), activation="relu",
             rnn_hidden_size=cfg.rnn_hidden_size if cfg.recurrent else None,
             rng=init, head_gain=1.0, trainable=trainable,
         )  # fmt: skip

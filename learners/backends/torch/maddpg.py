@@ -30,12 +30,11 @@ from numpy.typing import NDArray
 from torch import nn
 
 from learners.algorithms.ddpg import OUTPUT_INIT_SCALE
-from learners.algorithms.maddpg import MADDPGConfig, MADDPGLearner, input_dims
+from learners.algorithms.maddpg import MADDPGConfig, MADDPGLearner, input_dims, sharing_sets
 from learners.backends.torch.ddpg import TorchDDPG
 from learners.backends.torch.networks import MLP, PerAgentMLP, PerTeamMLP
 from learners.buffers.replay import ReplayBatch
 from learners.envs.base import EnvInfo, Observation
-from learners.envs.teams import team_indices
 from learners.functional.distributions import masked_logits
 from learners.functional.maddpg import actor_joint_actions, own_action_mask, own_actions
 
@@ -60,12 +59,14 @@ class TorchMADDPG(MADDPGLearner, TorchDDPG):
         )
 
     def _network_for(self, in_dim: int, out_dim: int, **kwargs: Any) -> nn.Module:
-        """One network for every agent, one per team, or one per agent (``self.layout``)."""
+        """One network for every agent, one per sharing set (team or group), or one per agent
+        (``self.layout``)."""
         hidden, kwargs = self.config.hidden_sizes, {**kwargs, "output_scale": OUTPUT_INIT_SCALE}
         if self.layout == "shared":
             return MLP(in_dim, hidden, out_dim, **kwargs)
         if self.layout == "teams":
-            return PerTeamMLP(team_indices(self.info.teams), in_dim, hidden, out_dim, **kwargs)
+            sets = sharing_sets(self.config, self.info)
+            return PerTeamMLP(sets, in_dim, hidden, out_dim, **kwargs)
         return PerAgentMLP(self.info.num_agents, in_dim, hidden, out_dim, **kwargs)
 
     def _with_ids(self, x: torch.Tensor) -> torch.Tensor:

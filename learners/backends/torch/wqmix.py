@@ -31,7 +31,7 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from learners.algorithms.wqmix import WQMIXConfig, episode_inputs
+from learners.algorithms.wqmix import WQMIXConfig, agent_seats, episode_inputs
 from learners.algorithms.wqmix_learner import LIVE, TARGETS, WQMIXLearner
 from learners.backends.torch.agent_nets import AgentMLP
 from learners.backends.torch.networks import (
@@ -109,6 +109,7 @@ class TorchWQMIX(TorchState, WQMIXLearner[torch.Tensor]):
                     a,
                     n,
                     shared=config.share_parameters,
+                    seats=agent_seats(config, info),
                     activation="relu",
                     rnn_hidden_size=config.rnn_hidden_size if config.recurrent else None,
                 )  # fmt: skip

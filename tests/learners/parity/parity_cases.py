@@ -118,13 +118,17 @@ def _maddpg_variants() -> list[Variant]:
         if shared:  # two teams, one agent between the other's two: a shared network per team
             teams = env_info(3, kind, info.action_dim, teams=("agent", "adversary", "agent"))
             variants.append(Variant(f"{kind}-teams", config, teams))
-    # Groups of different spaces (a speaker and two listeners), padded by the env adapter.
+    # Groups of different spaces (a speaker and two listeners), padded by the env adapter: a
+    # network per group, and (``-across``) one for both groups.
     for kind, dim in (("continuous", 2), ("discrete", 5)):
         grouped = MADDPGConfig(
             hidden_sizes=(16, 16), batch_size=32, tau=0.05, gamma=0.9, max_grad_norm=0.5,
             gumbel_temperature=0.7,
         )  # fmt: skip
         variants.append(Variant(f"{kind}-groups", grouped, env_info(3, kind, dim, groups=True)))
+    across = grouped.model_copy(update={"share_across_groups": True})
+    speaker = env_info(3, "discrete", 5, groups=True)
+    variants.append(Variant("discrete-groups-across", across, speaker))
     # The paper's DDPG baseline: decentralised critics Q_i(o_i, a_i), on one team and on two.
     independent = MADDPGConfig(
         hidden_sizes=(16, 16), batch_size=32, tau=0.05, gamma=0.9, max_grad_norm=0.5,
@@ -156,7 +160,10 @@ def _wqmix_variants() -> list[Variant]:
         name = f"{weighting}-shared" if shared else f"{weighting}-separate-authors"
         variants.append(Variant(name, config, env_info(3, "discrete", 5)))
         if weighting == "ow" and shared:
-            variants.append(Variant("ow-groups", config, env_info(3, "discrete", 5, groups=True)))
+            groups = env_info(3, "discrete", 5, groups=True)
+            variants.append(Variant("ow-groups", config, groups))
+            across = config.model_copy(update={"share_across_groups": True})
+            variants.append(Variant("ow-groups-across", across, groups))
     return variants + _wqmix_gru_variants()
 
 
@@ -176,6 +183,9 @@ def _wqmix_gru_variants() -> list[Variant]:
         name = f"{weighting}-gru-{'shared' if shared else 'separate'}"
         info = env_info(3, "discrete", 5)
         variants.append(Variant(name, config, info, WQMIX_GRU_BACKENDS))
+        if shared:  # a GRU agent network per group
+            groups = env_info(3, "discrete", 5, groups=True)
+            variants.append(Variant(f"{weighting}-gru-groups", config, groups, WQMIX_GRU_BACKENDS))
     return variants
 
 
@@ -200,11 +210,18 @@ def _ppo_variants(config_class: type[PPOConfig]) -> list[Variant]:
     for kind, recurrent in (("discrete", False), ("continuous", True), ("continuous", False)):
         name = f"{kind}-{'gru' if recurrent else 'mlp'}-teams"
         variants.append(_ppo_variant(config_class, name, kind, recurrent, True, 1, 1, teams=teams))
-    # Groups of different spaces (a speaker and two listeners), padded by the env adapter.
+    # Groups of different spaces (a speaker and two listeners), padded by the env adapter: a
+    # network per group, and (``-across``) one for both groups.
     for kind in ("discrete", "continuous"):
         variants.append(
             _ppo_variant(config_class, f"{kind}-mlp-groups", kind, False, True, 1, 1, groups=True)
         )
+    variants.append(
+        _ppo_variant(
+            config_class, "discrete-mlp-groups-across", "discrete", False, True, 1, 1,
+            groups=True, share_across_groups=True,
+        )
+    )  # fmt: skip
     if config_class is MAPPOConfig:  # the critic sees the state and then the agent's observation
         for kind, recurrent, shared in (("discrete", False, True), ("continuous", True, False)):
             name = f"{_ppo_name(kind, recurrent, shared)}-agent-specific"
@@ -277,6 +294,7 @@ _PPO_TENSORFLOW = frozenset(
         "discrete-gru-minibatches",
         "continuous-mlp-teams",
         "continuous-mlp-groups",
+        "discrete-mlp-groups-across",
     }
 )
 SUBSET_VARIANTS: dict[Backend, dict[Algorithm, frozenset[str]]] = {
@@ -308,11 +326,20 @@ SUBSET_VARIANTS: dict[Backend, dict[Algorithm, frozenset[str]]] = {
                 "continuous-independent-teams",
                 "discrete-independent-teams",
                 "continuous-groups",
+                "discrete-groups-across",
             }
         ),
         Algorithm.WQMIX: frozenset(
-            {"ow-shared", "cw-separate-authors", "ow-gru-shared", "cw-gru-separate", "ow-groups"}
-        ),
+            {
+                "ow-shared",
+                "cw-separate-authors",
+                "ow-gru-shared",
+                "cw-gru-separate",
+                "ow-groups",
+                "ow-groups-across",
+                "ow-gru-groups",
+            }
+        ),  # fmt: skip
         Algorithm.MAPPO: _PPO_TENSORFLOW | {"discrete-mlp-shared-agent-specific"},
         Algorithm.IPPO: _PPO_TENSORFLOW,
     },

@@ -119,7 +119,7 @@ class MADDPGNets(DDPGNets):
 
     def _net(self, tensors: Tensors, prefix: str, x: Array, tanh_output: bool) -> Array:
         n = self.info.num_agents
-        teams = team_indices(self.info.teams)
+        teams = team_indices(self.info.sharing_sets(across_groups=self.config.share_across_groups))
         if self.config.share_parameters and len(teams) == 1:
             ids = np.broadcast_to(np.eye(n), (x.shape[0], n, n))
             return mlp(tensors, prefix, np.concatenate([x, ids], -1), tanh_output=tanh_output)
@@ -128,7 +128,7 @@ class MADDPGNets(DDPGNets):
             if not self.config.share_parameters:
                 rows.append(mlp(tensors, f"{prefix}.agents.{i}", x[:, i], tanh_output=tanh_output))
                 continue
-            # Several teams: the team's network, with the agent's one-hot id within the team.
+            # Several teams (or groups): the set's network, with the agent's one-hot id in it.
             k = next(k for k, team in enumerate(teams) if i in team)
             size = len(teams[k])
             place = np.broadcast_to(np.eye(size)[teams[k].index(i)], (x.shape[0], size))
@@ -410,21 +410,22 @@ def _activation(name: str) -> Any:
     return np.tanh if name == "tanh" else (lambda v: np.maximum(v, 0.0))
 
 
-def per_agent_teams(config: PPOConfig, info: EnvInfo, tensors: Tensors) -> Tensors:
-    """PPO's networks with a shared set of weights per team, ``(T, ...)`` tensors, written as
-    per-agent ones, ``(N, ...)``: each agent gets its team's weights, and its first layer reads
-    the one-hot of its place in the team (``<net>.places``, (N, width)), as the team's network
-    tells its members apart. Other layouts are returned as they are."""
-    names = list(dict.fromkeys(info.teams))
+def per_agent_teams(
+    config: Any, info: EnvInfo, tensors: Tensors, nets: tuple[str, ...] = ("actor", "critic")
+) -> Tensors:
+    """Networks with a shared set of weights per sharing set (team, or group of a team:
+    ``EnvInfo.sharing_sets``), ``(T, ...)`` tensors, written as per-agent ones, ``(N, ...)``:
+    each agent gets its set's weights, and its first layer reads the one-hot of its place in the
+    set (``<net>.places``, (N, width)), as the set's network tells its members apart. Other
+    layouts are returned as they are."""
+    sets = info.sharing_sets(across_groups=config.share_across_groups)
+    names = list(dict.fromkeys(sets))
     if not config.share_parameters or len(names) == 1:
         return tensors
-    team = np.array([names.index(t) for t in info.teams])
-    place = [info.teams[:i].count(t) for i, t in enumerate(info.teams)]
-    out = {
-        k: (np.asarray(v)[team] if k.split(".")[0] in ("actor", "critic") else v)
-        for k, v in tensors.items()
-    }
-    for net in ("actor", "critic"):
+    team = np.array([names.index(t) for t in sets])
+    place = [sets[:i].count(t) for i, t in enumerate(sets)]
+    out = {k: (np.asarray(v)[team] if k.split(".")[0] in nets else v) for k, v in tensors.items()}
+    for net in nets:
         out[f"{net}.places"] = np.eye(max(place) + 1)[place]
     return out
 
@@ -575,6 +576,9 @@ def _ppo_terms(
     return {name: N.item(value) for name, value in terms._asdict().items()}
 
 
+WQMIX_AGENTS = ("agent", "central_agent", "target_central_agent")
+
+
 def oracle_stats(
     algorithm: Algorithm, config: Any, info: EnvInfo, before: Tensors, after: Tensors, data: Any,
     defect: str | None = None,
@@ -585,6 +589,8 @@ def oracle_stats(
         return actor_critic_stats(DDPGNets(config, info), before, after, data)
     if algorithm == Algorithm.MADDPG:
         return actor_critic_stats(MADDPGNets(config, info), before, after, data)
+    if algorithm == Algorithm.WQMIX:
+        before = per_agent_teams(config, info, before, WQMIX_AGENTS)
     if algorithm == Algorithm.WQMIX and isinstance(data, EpisodeBatch):
         return wqmix_episode_stats(config, before, data)
     if algorithm == Algorithm.WQMIX:
