@@ -104,7 +104,7 @@ def _submit(client: Client, args: argparse.Namespace) -> int:
                 f"{int(search['round_steps']):,} steps = {members * rounds} runs, each round "
                 "decided when the last has ended"
             )
-        elif search:
+        elif search and search.get("method") != "asha":
             trials = int(search["trials"])
             plan = (
                 f"a {search['method']} search of {trials} configurations × {seeds} seeds = "
@@ -112,6 +112,15 @@ def _submit(client: Client, args: argparse.Namespace) -> int:
             )
         else:
             plan = f"{configs} configurations × {seeds} seeds = {created['runs']['total']} runs"
+        stopping = created["spec"].get("early_stopping") or (
+            search if search and search.get("method") == "asha" else None
+        )
+        if stopping:
+            rungs = ", ".join(f"{int(r):,}" for r in stopping["rungs"])
+            plan += (
+                f", those behind stopping at step {rungs} (successive halving, η = "
+                f"{int(stopping.get('reduction_factor', 3))})"
+            )
         at_once = f"at most {created['max_concurrent']} at once"
         name = safe(created["name"])
         print(f"submitted {name!r}: {plan}, {at_once}", file=sys.stderr, flush=True)

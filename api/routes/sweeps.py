@@ -63,12 +63,13 @@ MetricQuery = Annotated[
     "anything is stored: one bad run is a 422 naming the parameter (`space.grid.<path>`), its "
     "value and the reason, or the base's field (`base.<field>`), and nothing is created. The "
     "runs are stored `pending` and started oldest first, at most `max_concurrent` queued or "
-    "running at once (and within the project's limit of active runs). With `early_stopping` "
-    '(`{"method": "asha", "rungs": [...], "reduction_factor": 3}`) a run whose '
+    "running at once (and within the project's limit of active runs). With `search` "
+    '`{"method": "asha", "rungs": [...], "reduction_factor": 3}` (or the same object as '
+    "`early_stopping`) a run whose "
     "configuration's evaluation return at a rung is not among the best `max(1, n // η)` of the "
     "`n` configurations scored there so far stops at the rung and ends `succeeded` short of its "
     "budget, with the reason; rungs that miss a run's budget or evaluation grid are a 422 on "
-    '`early_stopping.rungs`. With `search` (`{"method": "tpe", "trials": N}`) the '
+    '`search.rungs` (`early_stopping.rungs`). With `search` (`{"method": "tpe", "trials": N}`) the '
     "configurations are not drawn up front: each is proposed by TPE over `space.random` from the "
     "results so far as room frees up under `max_concurrent`, and the corners of the space are "
     "checked at submission instead (a 422 names `space.random.<path>` and the value). With "
@@ -111,7 +112,7 @@ def create_sweep(
 
         expansion = space.expand(spec, admit)
     # A search's runs are not built yet: each may keep as much as the largest it can reach.
-    wanted_mib = max(each_mib) * space.run_count(spec) if spec.search is not None else sum(each_mib)
+    wanted_mib = max(each_mib) * space.run_count(spec) if spec.proposes else sum(each_mib)
     check_project_limits(session, principal.project_id, services.settings, needs_slot=False)
     check_project_storage(session, principal.project_id, wanted_mib, services.settings)
     actor = actor_of(principal)

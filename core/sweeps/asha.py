@@ -1,16 +1,17 @@
 """Early stopping for sweeps: asynchronous successive halving (ASHA, Li et al. 2020).
 
-A sweep with ``early_stopping`` names **rungs** (step counts below its runs' budget) and a
-**reduction factor** η. Each time one of its runs reports its evaluation return at a rung step, the
-run's configuration is scored there: the interquartile mean (``core.sweeps.stats.iqm``) of the
-returns its seeds reported at that rung so far. The configuration stays in the race if its score is
-among the best ``max(1, n // η)`` of the ``n`` configurations scored at that rung so far (itself
-included); otherwise the run stops there, with its checkpoint at the rung kept, and ends
-``succeeded`` short of its budget with the reason (``Rung.reason``; the sweep's summary gives such a
-run no final value). A run of the first configuration at a rung always
-goes on (there is nothing to compare with); later ones must beat a larger field, so each rung keeps
-about one configuration in η, asynchronously: no run waits for another to reach the rung (the
-stopping form of ASHA, as Ray Tune's ASHA scheduler has it).
+A sweep with ``early_stopping`` (or, the same thing spelled as its search, ``search`` with
+``method: asha`` over the grid and the random draws) names **rungs** (step counts below its
+runs' budget) and a **reduction factor** η. Each time one of its runs reports its evaluation
+return at a rung step, the run's configuration is scored there: the interquartile mean
+(``core.sweeps.stats.iqm``) of the returns its seeds reported at that rung so far. The
+configuration stays in the race if its score is among the best ``max(1, n // η)`` of the ``n``
+configurations scored at that rung so far (itself included); otherwise the run stops there, with
+its checkpoint at the rung kept, and ends ``succeeded`` short of its budget with the reason
+(``Rung.reason``; the sweep's summary gives such a run no final value). A run of the first
+configuration at a rung always goes on (there is nothing to compare with); later ones must beat a
+larger field, so each rung keeps about one configuration in η, asynchronously: no run waits for
+another to reach the rung (the stopping form of ASHA, as Ray Tune's ASHA scheduler has it).
 
 Decisions are made in the run's own process, at the rung step, from the metric points the
 database holds (``workers.runs.early_stop``); a run resumed from a checkpoint before a rung
@@ -38,7 +39,8 @@ MAX_RUNGS = 20
 
 
 class EarlyStopping(BaseModel):
-    """A sweep's ``early_stopping``: asynchronous successive halving (``core.sweeps.asha``)."""
+    """A sweep's ``early_stopping``, or its ``search`` with ``method: asha``: asynchronous
+    successive halving (``core.sweeps.asha``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
@@ -53,16 +55,31 @@ class EarlyStopping(BaseModel):
     """What configurations are compared by, higher is better: the greedy evaluation return."""
 
 
-def rung_errors(early: EarlyStopping, spec: ExperimentSpec) -> list[FieldError]:
-    """Why ``early``'s rungs do not fit one run's ``spec`` (none: they do)."""
+def stopping_of(sweep_spec: Mapping[str, object]) -> dict[str, object] | None:
+    """A stored sweep spec's early stopping: its ``early_stopping``, or its ``search`` when that
+    is ``method: asha``; None when its runs train their whole budget."""
+    early = sweep_spec.get("early_stopping")
+    if isinstance(early, dict):
+        return early
+    search = sweep_spec.get("search")
+    if isinstance(search, dict) and search.get("method") == "asha":
+        return search
+    return None
+
+
+def rung_errors(
+    early: EarlyStopping, spec: ExperimentSpec, field: str = "early_stopping"
+) -> list[FieldError]:
+    """Why ``early``'s rungs do not fit one run's ``spec`` (none: they do), named under
+    ``field`` (``early_stopping``, or ``search`` where the sweep spells it so)."""
     errors = []
     rungs = early.rungs
     if any(b <= a for a, b in zip(rungs, rungs[1:], strict=False)) or rungs[0] <= 0:
-        errors.append(FieldError("early_stopping.rungs", "must be positive and increasing"))
+        errors.append(FieldError(f"{field}.rungs", "must be positive and increasing"))
     if rungs[-1] >= spec.total_steps:
         errors.append(
             FieldError(
-                "early_stopping.rungs",
+                f"{field}.rungs",
                 f"the last rung ({rungs[-1]:,}) must be below the runs' total_steps "
                 f"({spec.total_steps:,}): a rung at the end stops nothing",
             )
@@ -72,7 +89,7 @@ def rung_errors(early: EarlyStopping, spec: ExperimentSpec) -> list[FieldError]:
     if off_grid:
         errors.append(
             FieldError(
-                "early_stopping.rungs",
+                f"{field}.rungs",
                 f"{', '.join(f'{r:,}' for r in off_grid)} not a multiple of the runs' "
                 f"evaluation.every_steps ({every:,}): a run must evaluate at each rung",
             )

@@ -20,7 +20,7 @@ from core.experiments import warm_start
 from core.models import Experiment, Sweep
 from core.quotas import check_spec_bounds
 from core.settings import Settings
-from core.sweeps import service, tpe
+from core.sweeps import asha, service, tpe
 from core.sweeps.repository import SweepRepository
 from core.sweeps.space import Child, Configuration, SweepSpec, child_spec, seeds_of
 from learners.api import ExperimentSpec, SpecError, parse_spec
@@ -93,7 +93,7 @@ def trials(session: Session, sweep: Sweep) -> list[tpe.Trial]:
     runs = repo.runs(sweep.id)
     metric = (sweep.spec.get("search") or {}).get("metric", "eval/episode_return")
     series = repo.series([r.id for r in runs], metric)
-    early = sweep.spec.get("early_stopping") is not None
+    early = asha.stopping_of(sweep.spec) is not None
     out = []
     for config in sweep.configurations:
         mine: list[Experiment] = [r for r in runs if r.sweep_config == config["key"]]

@@ -117,7 +117,7 @@ def submit(
     now = utcnow()
     name = spec.name or str(spec.base.get("name", "")) or "sweep"
     stored = spec.model_dump(mode="json")
-    if spec.search is not None:
+    if spec.proposes:
         # Proposed runs start from the checkpoint resolved now, not from a later "latest".
         stored["base"] = expansion.base
     sweep = Sweep(
@@ -129,7 +129,7 @@ def submit(
         configurations=[c.stored() for c in expansion.configurations],
         seeds=expansion.seeds,
         max_concurrent=spec.max_concurrent,
-        proposing=spec.search is not None,
+        proposing=spec.proposes,
         created_at=now,
         updated_at=now,
     )
@@ -242,7 +242,7 @@ def resume(session: Session, sweep_id: str, actor: Actor | None = None) -> list[
     changed = []
     sweep = SweepRepository(session).lock(sweep_id)
     search = (sweep.spec.get("search") if sweep is not None else None) or None
-    if sweep is not None and search is not None:
+    if sweep is not None and search is not None and search.get("method") != "asha":
         # A search goes on proposing where it stopped: up to its trials, or its last round.
         sweep.proposing = not searched_all(sweep)
     for run_id in SweepRepository(session).run_ids(sweep_id, sorted(RESUMABLE_STATUSES)):

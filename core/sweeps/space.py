@@ -10,12 +10,13 @@ per seed. A spec path is dotted into the spec's JSON: ``hyperparameters.learning
 ``expand`` builds every child spec and validates each with ``learners.spec.parse_spec``, so a sweep
 is refused whole (nothing stored) when any child would be; each problem names the parameter and
 the value that caused it (``space.grid.<path>``) or the base spec's field (``base.<field>``); an
-``early_stopping`` whose rungs do not fit a child's budget and evaluations is refused the same way
-(``early_stopping.rungs``). A sweep with a model-based ``search`` (``core.sweeps.tpe``) has no
-configurations at submission: ``expand`` checks the ones that stand for every configuration the
-search can reach, and the scheduler builds each proposed one with ``child_spec``. A PBT search
-(``core.sweeps.pbt``) is checked the same way and stores its round 0 at submission, one run per
-member (``_first_round``); its later rounds are built by ``core.sweeps.generations``. Nothing here
+``early_stopping`` (or ``search`` with ``method: asha``) whose rungs do not fit a child's budget
+and evaluations is refused the same way (``early_stopping.rungs``, ``search.rungs``). A sweep
+with a model-based ``search`` (``core.sweeps.tpe``) has no configurations at submission:
+``expand`` checks the ones that stand for every configuration the search can reach, and the
+scheduler builds each proposed one with ``child_spec``. A PBT search (``core.sweeps.pbt``) is
+checked the same way and stores its round 0 at submission, one run per member
+(``_first_round``); its later rounds are built by ``core.sweeps.generations``. Nothing here
 touches a database.
 """
 
@@ -96,7 +97,9 @@ class SweepSpec(BaseModel):
     """Propose configurations one by one from the results so far (``{"method": "tpe", "trials":
     N}``, ``core.sweeps.tpe``) over ``space.random``, or train a population whose members copy
     and perturb the best after each round (``{"method": "pbt", "population": N, "round_steps":
-    K}``, ``core.sweeps.pbt``); null: the grid and the random draws, all at submission."""
+    K}``, ``core.sweeps.pbt``), or stop the grid's and the random draws' runs that fall behind at
+    the rungs (``{"method": "asha", "rungs": [...]}``: ``early_stopping`` spelled as the search);
+    null: the grid and the random draws, all at submission, each run to its whole budget."""
 
     @property
     def population(self) -> pbt.PopulationSearch | None:
@@ -107,6 +110,24 @@ class SweepSpec(BaseModel):
     def model_search(self) -> tpe.ModelSearch | None:
         """The model-based search, if the sweep is one."""
         return self.search if isinstance(self.search, tpe.ModelSearch) else None
+
+    @property
+    def proposes(self) -> bool:
+        """Whether its search proposes configurations as it runs (tpe, pbt); a grid, random
+        draws and ASHA store them all at submission."""
+        return self.model_search is not None or self.population is not None
+
+    @property
+    def stopping(self) -> EarlyStopping | None:
+        """Its early stopping: ``early_stopping``, or ``search`` with ``method: asha``."""
+        if isinstance(self.search, EarlyStopping):
+            return self.search
+        return self.early_stopping
+
+    @property
+    def stopping_field(self) -> str:
+        """Where the sweep spells its early stopping, for the errors that name it."""
+        return "search" if isinstance(self.search, EarlyStopping) else "early_stopping"
 
 
 @dataclass(frozen=True)
@@ -164,12 +185,18 @@ def parse_sweep(data: Any) -> SweepSpec:
             "seeds" in sweep.model_fields_set,
             sweep.early_stopping is not None,
         )
-    elif sweep.search is not None:
+    elif sweep.model_search is not None:
         errors += tpe.search_errors(
             sweep.space.random,
             sweep.space.grid,
             "num_samples" in sweep.space.model_fields_set,
         )
+    if isinstance(sweep.search, EarlyStopping) and sweep.early_stopping is not None:
+        reason = (
+            "give the rungs once: a search with method asha is this early stopping, over the grid "
+            "and the random draws"
+        )
+        errors.append(FieldError("early_stopping", reason))
     if "seed" in sweep.base:
         errors.append(FieldError("base.seed", "leave it out: the sweep's `seeds` set each run's"))
     if errors:
@@ -218,7 +245,7 @@ def expand(
     to its checkpoint, ``core.experiments.warm_start.resolve``). A model-based search's
     reachable configurations are checked (``tpe.reachable``, with the first seed) and none is
     kept."""
-    proposed = sweep.search is not None
+    proposed = sweep.proposes
     if proposed:
         configs = [
             Configuration(key=f"corner{i}", params=params)
@@ -250,8 +277,8 @@ def expand(
                         unswept.setdefault((error.field, error.reason), {})[config.key] = config
                 continue
             first = first or parsed
-            if sweep.early_stopping is not None:
-                for error in rung_errors(sweep.early_stopping, parsed):
+            if (stopping := sweep.stopping) is not None:
+                for error in rung_errors(stopping, parsed, sweep.stopping_field):
                     swept.setdefault((error.field, error.reason), error)
             children.append(Child(config.key, seed, parsed.model_dump(mode="json")))
     errors = list(swept.values()) + _base_errors(unswept, len(configs))

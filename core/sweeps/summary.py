@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from core.enums import ExperimentStatus
 from core.models import Experiment, Sweep
-from core.sweeps import stats
+from core.sweeps import asha, stats
 from core.sweeps.repository import SweepRepository
 
 DEFAULT_METRIC = "eval/episode_return"
@@ -85,7 +85,7 @@ def summarize(session: Session, sweep: Sweep, metric: str = DEFAULT_METRIC) -> S
     series = repo.series([r.id for r in runs], metric)
     grid = stats.common_grid([[s for s, _ in points] for points in series.values()])
     configs = []
-    early = sweep.spec.get("early_stopping") is not None
+    early = asha.stopping_of(sweep.spec) is not None
     for config in sweep.configurations:
         mine = [r for r in runs if r.sweep_config == config["key"]]
         # A run a rung stopped (``core.sweeps.asha``) succeeded short of its budget: its last

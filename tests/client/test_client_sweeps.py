@@ -233,3 +233,32 @@ def test_a_pbt_sweep_is_submitted_with_its_plan(
     sweep = live_server.api.http.get(f"/v1/sweeps/{sweep_id}").json()
     assert [c["key"] for c in sweep["configurations"]] == ["m0.r0", "m1.r0", "m2.r0"]
     assert marlforge("sweep", "cancel", sweep_id, env=env).returncode == 0
+
+
+def test_an_asha_sweep_is_submitted_with_its_rungs(
+    live_server: LiveServer,
+    marlforge: Cli,
+    tiny_spec: Callable[..., dict[str, Any]],
+    tmp_path: Path,
+) -> None:
+    base = tiny_spec(total_steps=1200)
+    del base["seed"]
+    body = {
+        "name": "tiny asha",
+        "base": base,
+        "space": {"grid": {LR: [1e-3, 1e-4, 1e-5]}},
+        "seeds": 1,
+        "search": {"method": "asha", "rungs": [400, 800], "reduction_factor": 2},
+    }
+    env = _env(live_server)
+    done = marlforge("sweep", "submit", _write(tmp_path, "asha.json", body), env=env)
+    assert done.returncode == 0, done.stderr
+    sweep_id = done.stdout.strip()
+    assert (
+        "3 configurations × 1 seeds = 3 runs, those behind stopping at step 400, 800 "
+        "(successive halving, η = 2), at most 4 at once"
+    ) in done.stderr
+    sweep = live_server.api.http.get(f"/v1/sweeps/{sweep_id}").json()
+    assert sweep["spec"]["search"]["method"] == "asha" and sweep["proposing"] is False
+    assert [c["key"] for c in sweep["configurations"]] == ["c0", "c1", "c2"]
+    assert marlforge("sweep", "cancel", sweep_id, env=env).returncode == 0

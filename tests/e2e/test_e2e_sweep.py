@@ -95,7 +95,9 @@ def test_successive_halving_stops_the_configurations_behind_at_the_rung(
 ) -> None:
     """Four configurations, one seed each, one at a time (so each reaches the rung after the ones
     before it ended): at the rung (400 of 800 steps) a run goes on only if its evaluation return
-    is among the best max(1, n // 2) of the n configurations scored there so far."""
+    is among the best max(1, n // 2) of the n configurations scored there so far. Spelled as the
+    sweep's search (``method: asha``); the worker reads it from the stored sweep as it reads
+    ``early_stopping``."""
     base = {k: v for k, v in tiny_spec(total_steps=800).items() if k != "seed"}
     body = {
         "name": "e2e asha",
@@ -103,7 +105,7 @@ def test_successive_halving_stops_the_configurations_behind_at_the_rung(
         "space": {"grid": {"hyperparameters.learning_rate_actor": [1e-3, 3e-4, 1e-4, 3e-5]}},
         "seeds": [0],
         "max_concurrent": 1,
-        "early_stopping": {"rungs": [400], "reduction_factor": 2},
+        "search": {"method": "asha", "rungs": [400], "reduction_factor": 2},
     }
     created = stack.http.post("/v1/sweeps", json=body)
     assert created.status_code == 201, created.text

@@ -1,5 +1,6 @@
 """Early stopping by asynchronous successive halving (``core.sweeps.asha``): the rung's decision
-on synthetic returns, and the rungs checked against every run's budget at submission."""
+on synthetic returns, the rungs checked against every run's budget at submission, and the two
+spellings (``early_stopping``, ``search`` with ``method: asha``) read alike, by the worker too."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from core.sweeps import space
-from core.sweeps.asha import EarlyStopping, decide
+from core.sweeps.asha import EarlyStopping, decide, stopping_of
 from learners.spec import SpecError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ddpg_pendulum.json"
@@ -85,3 +86,45 @@ def test_rungs_that_do_not_fit_every_run_are_refused_by_name() -> None:
     assert caught.value.errors[0].field == "early_stopping.method"
     expansion = space.expand(space.parse_sweep(_sweep(rungs=[1000])))
     assert len(expansion.children) == 4
+
+
+def _as_search(**early: Any) -> dict[str, Any]:
+    sweep = _sweep()
+    del sweep["early_stopping"]
+    return {**sweep, "search": {"method": "asha", **early}}
+
+
+def test_asha_as_the_search_is_the_same_early_stopping_over_every_configuration() -> None:
+    given = space.parse_sweep(_as_search(rungs=[1000], reduction_factor=2))
+    assert given.stopping == EarlyStopping(rungs=[1000], reduction_factor=2)
+    assert given.early_stopping is None and not given.proposes
+    expansion = space.expand(given)
+    # Every configuration and seed stored at submission, as with early_stopping.
+    spelled = space.expand(space.parse_sweep(_sweep(rungs=[1000], reduction_factor=2)))
+    assert [c.spec for c in expansion.children] == [c.spec for c in spelled.children]
+    assert len(expansion.children) == 4 and space.run_count(given) == 4
+    # The stored form is read back the same way, whichever the spelling.
+    stored = given.model_dump(mode="json")
+    assert stopping_of(stored) == stored["search"]
+    assert stopping_of(spelled_stored := space.parse_sweep(_sweep(rungs=[1000])).model_dump(
+        mode="json"
+    )) == spelled_stored["early_stopping"]  # fmt: skip
+    assert stopping_of({"search": {"method": "tpe", "trials": 4}}) is None
+
+
+def test_asha_as_the_search_names_its_own_fields() -> None:
+    with pytest.raises(SpecError) as caught:
+        space.expand(space.parse_sweep(_as_search(rungs=[1000, 3000])))
+    assert {e.field for e in caught.value.errors} == {"search.rungs"}
+    with pytest.raises(SpecError) as caught:
+        space.parse_sweep(_as_search(rungs=[1000], reduction_factor=1))
+    assert [e.field for e in caught.value.errors] == ["search.reduction_factor"]
+    both = {**_sweep(rungs=[1000]), "search": {"method": "asha", "rungs": [1000]}}
+    with pytest.raises(SpecError) as caught:
+        space.parse_sweep(both)
+    assert [e.field for e in caught.value.errors] == ["early_stopping"]
+    assert "give the rungs once" in caught.value.errors[0].reason
+    with pytest.raises(SpecError) as caught:
+        space.parse_sweep({**_sweep(rungs=[1000]), "search": {"method": "hyperband"}})
+    assert caught.value.errors[0].field == "search.method"
+    assert caught.value.errors[0].reason == "must be tpe, pbt or asha"

@@ -270,7 +270,7 @@ def test_every_example_sweep_expands_within_the_default_bounds(example: Path) ->
 
     expansion = space.expand(sweep, bounded)
 
-    if sweep.search is None:
+    if not sweep.proposes:  # a grid, random draws or ASHA: every run stored at submission
         assert len(expansion.children) == space.run_count(sweep) > 1
     elif (population := sweep.population) is not None:
         # PBT: the corners once each, then round 0's runs, one per member; the rest come later.

@@ -14,7 +14,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from core.models import Experiment, Sweep
-from core.sweeps.asha import METRIC, EarlyStopping, decide, rung_values
+from core.sweeps.asha import METRIC, EarlyStopping, decide, rung_values, stopping_of
 from learners.api import MetricPoint
 from workers.runs.hooks import DatabaseHooks, StopCause
 
@@ -36,9 +36,10 @@ def rungs_of(session_factory: sessionmaker[Session], experiment_id: str) -> Rung
             .join(Sweep, Sweep.id == Experiment.sweep_id)
             .where(Experiment.id == experiment_id)
         ).first()
-    if row is None or row[1] is None or not row[2].get("early_stopping"):
+    stopping = None if row is None else stopping_of(row[2])
+    if row is None or row[1] is None or stopping is None:
         return None
-    return Rungs(row[0], row[1], EarlyStopping.model_validate(row[2]["early_stopping"]))
+    return Rungs(row[0], row[1], EarlyStopping.model_validate(stopping))
 
 
 class EarlyStoppingHooks(DatabaseHooks):
