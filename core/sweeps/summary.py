@@ -7,7 +7,9 @@ their mean and interquartile mean, each with a 95% bootstrap interval; an aggreg
 over the configuration's runs, with a 95% band, on one step grid common to the sweep: every run
 that has points counts, finished or not, holding its last value between points); a rank by IQM;
 and the probability that the best configuration improves on each other one, P(best > other), with
-its interval. A PBT search ranks only its members' latest finished round (``_ranked``).
+its interval. A PBT search ranks only its members' latest finished round (``_ranked``), and each
+of its configurations' curves is the member's whole history up to that round (``_histories``):
+the points of every round it continues, from round 0, each round's from the run that trained it.
 ``core.sweeps.stats`` says how each is computed. ``to_csv`` writes the table.
 """
 
@@ -83,7 +85,16 @@ def summarize(session: Session, sweep: Sweep, metric: str = DEFAULT_METRIC) -> S
     repo = SweepRepository(session)
     runs = repo.runs(sweep.id)
     series = repo.series([r.id for r in runs], metric)
-    grid = stats.common_grid([[s for s, _ in points] for points in series.values()])
+    curves: dict[str, list[list[tuple[int, float]]]] = {
+        str(config["key"]): [
+            series[r.id] for r in runs if r.sweep_config == config["key"] and series.get(r.id)
+        ]
+        for config in sweep.configurations
+    }
+    if (round_steps := _round_steps(sweep)) is not None:
+        histories = _histories(sweep.configurations, round_steps, curves)
+        curves = {key: [points] if points else [] for key, points in histories.items()}
+    grid = stats.common_grid([[s for s, _ in c] for cs in curves.values() for c in cs])
     configs = []
     early = asha.stopping_of(sweep.spec) is not None
     for config in sweep.configurations:
@@ -107,9 +118,8 @@ def summarize(session: Session, sweep: Sweep, metric: str = DEFAULT_METRIC) -> S
             stopped_early=len(stopped),
             final=_final([series[r.id][-1][1] for r in done]),
         )
-        curves = [series[r.id] for r in mine if series.get(r.id)]
         summary.curve = stats.aggregate_curve(
-            [([s for s, _ in c], [v for _, v in c]) for c in curves], grid
+            [([s for s, _ in c], [v for _, v in c]) for c in curves[summary.key]], grid
         )
         configs.append(summary)
     _rank(_ranked(sweep, configs))
@@ -131,6 +141,40 @@ def _ranked(sweep: Sweep, configs: list[ConfigSummary]) -> list[ConfigSummary]:
     if not finished:
         return configs
     return [c for c in configs if rounds[c.key] == max(finished)]
+
+
+def _round_steps(sweep: Sweep) -> int | None:
+    """A PBT search's steps per round; None for any other sweep."""
+    search = sweep.spec.get("search") or {}
+    return int(search["round_steps"]) if search.get("method") == "pbt" else None
+
+
+def _histories(
+    configurations: list[Any], round_steps: int, curves: dict[str, list[list[tuple[int, float]]]]
+) -> dict[str, list[tuple[int, float]]]:
+    """Each PBT configuration's history: the member's points from round 0 to its round, following
+    the checkpoints it continues (``continues``: its own last round, or the one it copied). Each
+    link gives its own run's points in its round: those after the step it continued from (round
+    0: all) up to the step its successor continued from."""
+    by_key = {str(c["key"]): c for c in configurations}
+    out: dict[str, list[tuple[int, float]]] = {}
+    for key in by_key:
+        chain = [key]
+        while (parent := by_key[chain[-1]].get("continues")) in by_key and len(chain) <= len(
+            by_key
+        ):
+            chain.append(str(parent))
+        chain.reverse()
+        starts = [int(by_key[k].get("round", 0)) * round_steps for k in chain]
+        points: list[tuple[int, float]] = []
+        for i, link in enumerate(chain):
+            own = curves[link][0] if curves[link] else []
+            end = starts[i + 1] if i + 1 < len(chain) else None
+            points += [
+                (s, v) for s, v in own if (i == 0 or s > starts[i]) and (end is None or s <= end)
+            ]
+        out[key] = points
+    return out
 
 
 def _stopped_early(run: Experiment) -> bool:

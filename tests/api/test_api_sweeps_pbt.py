@@ -146,6 +146,15 @@ def test_the_next_round_continues_the_best_checkpoint_for_the_worst_member(
         ("m0.r0", None), ("m1.r0", None), ("m2.r0", None),
     ]  # fmt: skip
     assert summary["best"] == "m0.r1"
+    # Each round's curve is its member's whole history: m0 continued m1's checkpoint after round
+    # 0, so its line runs through m1's round 0 and on with its own round 1.
+    curves = {
+        c["key"]: [(p["step"], p["mean"]) for p in c["curve"]] for c in summary["configurations"]
+    }
+    assert curves["m0.r1"] == [(ROUND, -200.0), (2 * ROUND, -100.0)]
+    assert curves["m1.r1"] == [(ROUND, -200.0), (2 * ROUND, -150.0)]
+    assert curves["m2.r1"] == [(ROUND, -500.0), (2 * ROUND, -300.0)]
+    assert curves["m0.r0"][0] == (ROUND, -900.0)
     done = client.get(f"/v1/sweeps/{sweep['id']}").json()
     assert (done["status"], done["runs"]["succeeded"]) == ("succeeded", 6)
     assert done["progress"]["fraction"] == 1.0

@@ -267,6 +267,13 @@ def test_a_pbt_sweep_draws_its_lineage_tree(
     assert "pbt: 2 members, round 2 of 2" in tab.inner_text("#sweep-header")
     assert tab.locator("#lineage line.exploit").count() == 1
     assert tab.locator("#lineage line.carry").count() == 1
+    # The curves: one line per member, its whole history (the copied member's through the other's
+    # round 0), not one per round.
+    tab.wait_for_function(
+        "() => document.querySelectorAll('[data-chart=curves] svg path.line').length === 2"
+    )
+    legend = tab.locator("[data-chart=curves] .legend span").all_inner_texts()
+    assert sorted(text.split()[0] for text in legend) == ["m0.r1", "m1.r1"], legend
     edge = tab.locator("#lineage line.exploit").get_attribute("data-edge")
     assert edge == f"{copy['continues']}>{copy['key']}"
     runs = service.http.get("/v1/experiments", params={"sweep_id": sweep["id"]}).json()["items"]
@@ -287,3 +294,30 @@ def test_a_pbt_sweep_draws_its_lineage_tree(
     assert f"continued from its checkpoint {continued['checkpoint_id']}" in (
         tab.locator("#about, .facts").first.inner_text()
     )
+
+
+def test_an_asha_sweep_shows_its_rungs(
+    page: Page, service: Api, tiny_spec: Callable[..., dict[str, Any]]
+) -> None:
+    """ASHA given as the sweep's search: its page shows the configurations and the rungs (not a
+    search's trial count), and it can be cancelled like any sweep."""
+    base = {k: v for k, v in tiny_spec(600, name="browser-asha").items() if k != "seed"}
+    body = {
+        "name": "browser asha",
+        "base": base,
+        "space": {"grid": {SWEPT: [0.001, 0.0003, 0.0001]}},
+        "seeds": 1,
+        "max_concurrent": 1,
+        "search": {"method": "asha", "rungs": [200, 400], "reduction_factor": 2},
+    }
+    created = service.http.post("/v1/sweeps", json=body)
+    assert created.status_code == 201, created.text
+    sweep_id = created.json()["id"]
+    page.open(f"#/sweeps/{sweep_id}")
+    tab = page.tab
+    tab.locator("#sweep-header").wait_for()
+    header = tab.inner_text("#sweep-header")
+    assert "3 configurations × 1 seed, asha rungs at 200, 400" in header, header
+    assert "undefined" not in header
+    tab.click("[data-action=cancel]")
+    tab.locator("h1 .badge[data-status=cancelled]").wait_for(timeout=CANCEL_BUDGET_MS)

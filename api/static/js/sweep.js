@@ -1,8 +1,8 @@
 // One sweep: where its runs stand (cancel and resume them together), its configurations ranked by
 // the IQM of their runs' final values with bootstrap intervals and P(best > it) (GET
-// /v1/sweeps/{id}/summary, also as CSV), each configuration's mean curve with its 95% band, one
-// click from a configuration to its runs, and a PBT search's lineage tree (lineage.js). Reread
-// every few seconds while the sweep runs.
+// /v1/sweeps/{id}/summary, also as CSV), each configuration's mean curve with its 95% band (a PBT
+// search: each member's history as one line), one click from a configuration to its runs, and a
+// PBT search's lineage tree (lineage.js). Reread every few seconds while the sweep runs.
 
 import { LineChart, PALETTE } from "./chart.js";
 import { isPopulation, lineageCard } from "./lineage.js";
@@ -150,9 +150,26 @@ export async function mount(root, params, id) {
           h("span", { class: "small muted" }, ` seed ${run.spec.seed} · ${metric} ${num(run.latest_metrics[metric]?.value)}`))))));
   }
 
+  /** The configurations whose curves are drawn: all of them; in a PBT search each member's
+   *  latest round with points, whose curve is the member's whole history (the summary follows
+   *  the checkpoints it continued), so each member is one line. */
+  function charted() {
+    const drawn = summary.configurations.filter((c) => c.curve.length);
+    if (!isPopulation(sweep)) return drawn;
+    const lineage = new Map(sweep.configurations.map((c) => [c.key, c]));
+    const latest = new Map();
+    for (const c of drawn) {
+      const { member, round } = lineage.get(c.key) || {};
+      if (!latest.has(member) || round > lineage.get(latest.get(member).key).round) latest.set(member, c);
+    }
+    return [...latest.values()];
+  }
+
   function drawChart() {
-    chart.retitle(`${metric}: each configuration's mean and 95% band`);
-    chart.set(summary.configurations.filter((c) => c.curve.length).map((c) => ({
+    chart.retitle(isPopulation(sweep)
+      ? `${metric}: each member's history, through the checkpoints it continued`
+      : `${metric}: each configuration's mean and 95% band`);
+    chart.set(charted().map((c) => ({
       key: c.key, color: colors.get(c.key),
       label: `${c.key} ${summary.params.map((p) => `${paramName(p)}=${paramValue(c.params[p])}`).join(" ")}`,
       steps: c.curve.map((p) => p.step), values: c.curve.map((p) => p.mean),

@@ -16,18 +16,24 @@ export function countsText(runs) {
 }
 
 /** "2 configurations × 3 seeds"; a search's "2 of 6 configurations (tpe) × 3 seeds"; a PBT
- *  search's "pbt: 4 members, round 2 of 5". */
+ *  search's "pbt: 4 members, round 2 of 5"; early stopping's "4 configurations × 2 seeds, asha
+ *  rungs at 2,000". */
 export function sizeText(sweep) {
   const n = sweep.configurations.length, k = sweep.seeds.length;
   const seeds = `${k} seed${k === 1 ? "" : "s"}`;
-  const search = sweep.spec.search;
+  let search = sweep.spec.search;
+  const stopping = sweep.spec.early_stopping || (search?.method === "asha" ? search : null);
+  if (search?.method === "asha") search = null;  // early stopping spelled as the search
+  const rungs = stopping
+    ? `, asha rungs at ${stopping.rungs.map((r) => r.toLocaleString("en-US")).join(", ")}`
+    : "";
   if (search?.method === "pbt") {
     const rounds = Math.floor(sweep.spec.base.total_steps / search.round_steps);
     const round = Math.max(0, ...sweep.configurations.map((c) => c.round ?? 0));
     return `pbt: ${search.population} members, round ${round + 1} of ${rounds}`;
   }
-  if (search) return `${n} of ${search.trials} configurations (${search.method}) × ${seeds}`;
-  return `${n} configuration${n === 1 ? "" : "s"} × ${seeds}`;
+  if (search) return `${n} of ${search.trials} configurations (${search.method}) × ${seeds}${rungs}`;
+  return `${n} configuration${n === 1 ? "" : "s"} × ${seeds}${rungs}`;
 }
 
 /** What the base spec trains: "ddpg · torch · Pendulum-v1". */
