@@ -281,17 +281,19 @@ def evaluate(ctx: RunContext) -> dict[str, float]:
 
 
 def build_manifest(ctx: RunContext, runner: dict[str, JsonValue]) -> Manifest:
-    """The manifest of a checkpoint taken now."""
+    """The manifest of a checkpoint taken now, with the whole config as the spec's hyperparameters
+    (a field it lacks then means one older than the file: ``checkpoint.LEGACY_HYPERPARAMETERS``)."""
+    spec = ctx.spec.model_dump(mode="json")
+    spec["hyperparameters"] = ctx.spec.config().model_dump(mode="json")
     return Manifest(
         algorithm=ctx.spec.algorithm,
         backend=ctx.spec.backend,
-        spec=ctx.spec.model_dump(mode="json"),
+        spec=spec,
         env=checkpoint.env_info_to_json(ctx.env.info),
         step=ctx.step,
         runner=runner,
-        # Every backend saves its whole state (Adam's moments and the generators included) under
-        # the same canonical names and layout, so any of them resumes any other's run; the
-        # parity suite (tests/learners/parity) resumes one backend's training in another.
+        # Every backend saves its whole state under the same canonical names and layout, so any
+        # resumes any other's run (the parity suite resumes one backend's training in another).
         resumable_on=sorted(ctx.entry.backends),
         policy_backends=sorted(ctx.entry.backends),
     )
