@@ -315,7 +315,7 @@ def test_an_asha_sweep_shows_its_rungs(
     sweep_id = created.json()["id"]
     page.open(f"#/sweeps/{sweep_id}")
     tab = page.tab
-    tab.locator("#sweep-header").wait_for()
+    tab.locator("h1 .badge[data-status]").wait_for()  # the header is drawn with the sweep
     header = tab.inner_text("#sweep-header")
     assert "3 configurations × 1 seed, asha rungs at 200, 400" in header, header
     assert "undefined" not in header
