@@ -281,6 +281,7 @@ _PPO_MINDSPORE = frozenset(
         "continuous-gru-teams",
         "discrete-mlp-teams",
         "discrete-mlp-groups",
+        "discrete-mlp-groups-across",
     }
 )
 _PPO_TENSORFLOW = frozenset(
@@ -307,10 +308,18 @@ SUBSET_VARIANTS: dict[Backend, dict[Algorithm, frozenset[str]]] = {
                 "continuous-independent",
                 "discrete-shared",
                 "discrete-groups",
+                "discrete-groups-across",
             }
         ),
         Algorithm.WQMIX: frozenset(
-            {"cw-shared", "ow-separate-authors", "ow-gru-shared", "cw-gru-separate", "ow-groups"}
+            {
+                "cw-shared",
+                "ow-separate-authors",
+                "ow-gru-shared",
+                "cw-gru-separate",
+                "ow-groups",
+                "ow-groups-across",
+            }
         ),
         Algorithm.MAPPO: _PPO_MINDSPORE | {"continuous-gru-separate-agent-specific"},
         Algorithm.IPPO: _PPO_MINDSPORE,
