@@ -383,7 +383,13 @@ def test_parameter_counts_match_the_torch_learners(
     env = {"suite": suite, "id": env_id}
     spec = spec_of(algorithm, env, hyperparameters={"hidden_sizes": [24, 16], **variant})
     info = _info(env, num_envs=1)
-    learner = algo.learner_class(Backend.TORCH)(spec.config(), info, "cpu", 0)
+    assert_plan_counts_the_torch_learner(spec, info)
+
+
+def assert_plan_counts_the_torch_learner(spec: ExperimentSpec, info: EnvInfo) -> None:
+    """The memory plan's parameters are exactly the torch learner's (its state less optimiser,
+    generators, counters and the value normaliser)."""
+    learner = entry(spec.algorithm).learner_class(Backend.TORCH)(spec.config(), info, "cpu", 0)
     params = sum(
         v.size
         for k, v in learner.state().items()

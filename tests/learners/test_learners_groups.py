@@ -17,17 +17,15 @@ import pytest
 from learners import checkpoint
 from learners.admission.envs import trains_on
 from learners.admission.warm_fit import init_fit_errors
-from learners.allocation import plan
 from learners.checkpoint import Manifest, read_manifest, write
 from learners.enums import Algorithm, Backend, EnvSuite
 from learners.envs.base import EnvInfo
 from learners.envs.factory import make_vec_env
-from learners.envs.shapes import EnvShape
 from learners.envs.teams import sharing_sets
 from learners.policy import load_policy
 from learners.registry import entry
 from learners.spec import EnvSpec, ExperimentSpec
-from tests.learners.test_budget import spec_of
+from tests.learners.test_budget import assert_plan_counts_the_torch_learner, spec_of
 from tests.learners.test_learners_checkpoint import manifest_for
 
 SPEAKER_LISTENER = {
@@ -113,16 +111,7 @@ def test_every_backend_lays_groups_out_under_the_same_names(
 @pytest.mark.parametrize("algorithm", GROUPED)
 @pytest.mark.parametrize("across", [False, True])
 def test_the_memory_estimate_counts_the_group_networks(algorithm: Algorithm, across: bool) -> None:
-    spec = _spec(algorithm, share_across_groups=across)
-    info = _info()
-    learner = entry(algorithm).learner_class(Backend.TORCH)(spec.config(), info, "cpu", 0)
-    params = sum(
-        v.size
-        for k, v in learner.state().items()
-        if not k.startswith(("optim/", "rng/", "counters/", "value_norm"))
-    )
-    allocation = plan(spec.config(), EnvShape.from_info(info), 1, copies_broadcast=False)
-    assert allocation.live_params + allocation.target_params == params
+    assert_plan_counts_the_torch_learner(_spec(algorithm, share_across_groups=across), _info())
 
 
 def test_a_spec_defaults_to_networks_per_group() -> None:
