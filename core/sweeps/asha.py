@@ -67,6 +67,17 @@ def stopping_of(sweep_spec: Mapping[str, object]) -> dict[str, object] | None:
     return None
 
 
+def spelling_errors(search: object, early_stopping: EarlyStopping | None) -> list[FieldError]:
+    """A sweep that gives its rungs both as its ``search`` and as ``early_stopping``."""
+    if not isinstance(search, EarlyStopping) or early_stopping is None:
+        return []
+    reason = (
+        "give the rungs once: a search with method asha is this early stopping, over the grid "
+        "and the random draws"
+    )
+    return [FieldError("early_stopping", reason)]
+
+
 def rung_errors(
     early: EarlyStopping, spec: ExperimentSpec, field: str = "early_stopping"
 ) -> list[FieldError]:

@@ -35,7 +35,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from core.sweeps import pbt, tpe
-from core.sweeps.asha import EarlyStopping, rung_errors
+from core.sweeps.asha import EarlyStopping, rung_errors, spelling_errors
 from core.sweeps.distributions import distribution_errors, draws_of
 from core.sweeps.search import Search, untagged
 from learners.api import (
@@ -97,9 +97,8 @@ class SweepSpec(BaseModel):
     """Propose configurations one by one from the results so far (``{"method": "tpe", "trials":
     N}``, ``core.sweeps.tpe``) over ``space.random``, or train a population whose members copy
     and perturb the best after each round (``{"method": "pbt", "population": N, "round_steps":
-    K}``, ``core.sweeps.pbt``), or stop the grid's and the random draws' runs that fall behind at
-    the rungs (``{"method": "asha", "rungs": [...]}``: ``early_stopping`` spelled as the search);
-    null: the grid and the random draws, all at submission, each run to its whole budget."""
+    K}``, ``core.sweeps.pbt``), or stop runs behind at the rungs (``{"method": "asha", "rungs":
+    [...]}``: ``early_stopping`` spelled as the search); null: the grid and the random draws."""
 
     @property
     def population(self) -> pbt.PopulationSearch | None:
@@ -113,8 +112,7 @@ class SweepSpec(BaseModel):
 
     @property
     def proposes(self) -> bool:
-        """Whether its search proposes configurations as it runs (tpe, pbt); a grid, random
-        draws and ASHA store them all at submission."""
+        """Whether its search (tpe, pbt) proposes configurations as it runs; ASHA does not."""
         return self.model_search is not None or self.population is not None
 
     @property
@@ -123,11 +121,6 @@ class SweepSpec(BaseModel):
         if isinstance(self.search, EarlyStopping):
             return self.search
         return self.early_stopping
-
-    @property
-    def stopping_field(self) -> str:
-        """Where the sweep spells its early stopping, for the errors that name it."""
-        return "search" if isinstance(self.search, EarlyStopping) else "early_stopping"
 
 
 @dataclass(frozen=True)
@@ -191,12 +184,7 @@ def parse_sweep(data: Any) -> SweepSpec:
             sweep.space.grid,
             "num_samples" in sweep.space.model_fields_set,
         )
-    if isinstance(sweep.search, EarlyStopping) and sweep.early_stopping is not None:
-        reason = (
-            "give the rungs once: a search with method asha is this early stopping, over the grid "
-            "and the random draws"
-        )
-        errors.append(FieldError("early_stopping", reason))
+    errors += spelling_errors(sweep.search, sweep.early_stopping)
     if "seed" in sweep.base:
         errors.append(FieldError("base.seed", "leave it out: the sweep's `seeds` set each run's"))
     if errors:
@@ -278,7 +266,8 @@ def expand(
                 continue
             first = first or parsed
             if (stopping := sweep.stopping) is not None:
-                for error in rung_errors(stopping, parsed, sweep.stopping_field):
+                field = "search" if stopping is sweep.search else "early_stopping"
+                for error in rung_errors(stopping, parsed, field):
                     swept.setdefault((error.field, error.reason), error)
             children.append(Child(config.key, seed, parsed.model_dump(mode="json")))
     errors = list(swept.values()) + _base_errors(unswept, len(configs))

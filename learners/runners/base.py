@@ -284,11 +284,10 @@ def build_manifest(ctx: RunContext, runner: dict[str, JsonValue]) -> Manifest:
     """The manifest of a checkpoint taken now, with the whole config as the spec's hyperparameters
     (a field it lacks then means one older than the file: ``checkpoint.LEGACY_HYPERPARAMETERS``)."""
     spec = ctx.spec.model_dump(mode="json")
-    spec["hyperparameters"] = ctx.spec.config().model_dump(mode="json")
     return Manifest(
         algorithm=ctx.spec.algorithm,
         backend=ctx.spec.backend,
-        spec=spec,
+        spec={**spec, "hyperparameters": ctx.spec.config().model_dump(mode="json")},
         env=checkpoint.env_info_to_json(ctx.env.info),
         step=ctx.step,
         runner=runner,
